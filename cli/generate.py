@@ -1,0 +1,156 @@
+"""`redrafter generate`: one or many prompts, streamed text or JSON records."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import mlx.core as mx
+import typer
+
+from redrafter_mlx import runtime
+from redrafter_mlx.decoding import GenerationStats, generate_ar, make_greedy_or_sampler
+from redrafter_mlx.loading import DEFAULT_MODEL, LoadedModel, load
+from redrafter_mlx.prompting import encode_prompt
+
+from .app import UsageError, app, console, friendly_errors, print_json
+from .options import (
+    DTypeOpt,
+    MaxTokensOpt,
+    ModelOpt,
+    SeedOpt,
+    SystemPromptOpt,
+    TempOpt,
+    TopKOpt,
+    TopPOpt,
+    VerboseOpt,
+)
+
+MODES = ("ar", "redrafter")
+
+
+def read_prompts(prompt: Optional[str], prompts_file: Optional[Path]) -> list[str]:
+    """Prompts from -p (`-` = stdin) or a JSON-lines file with a `prompt` field."""
+    if (prompt is None) == (prompts_file is None):
+        raise UsageError("give exactly one of --prompt/-p or --prompts-file")
+    if prompts_file is None:
+        return [sys.stdin.read() if prompt == "-" else prompt]
+    prompts = []
+    for number, line in enumerate(prompts_file.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            prompts.append(json.loads(line)["prompt"])
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise UsageError(f"{prompts_file}:{number}: expected a JSON object with a 'prompt' field") from None
+    if not prompts:
+        raise UsageError(f"{prompts_file}: no prompts")
+    return prompts
+
+
+def record(prompt: str, prompt_ids: list[int], tokens: list[int], text: str, stats: GenerationStats) -> dict:
+    """The JSON contract of `generate --json` (one object per prompt)."""
+    return {
+        "prompt": prompt,
+        "prompt_tokens": prompt_ids,
+        "tokens": tokens,
+        "text": text,
+        "num_tokens": len(tokens),
+        "finish_reason": stats.finish_reason,
+        "steps": len(stats.accepted_per_step),
+        "tokens_per_step": stats.tokens_per_step,
+        "accepted_per_step": stats.accepted_per_step,
+        "verified_tokens": stats.verified_tokens,
+        "prompt_tps": stats.prompt_tps,
+        "generation_tps": stats.generation_tps,
+        "peak_memory_gb": mx.get_peak_memory() / 1e9,
+    }
+
+
+def generate_one(
+    loaded: LoadedModel,
+    prompt_ids: list[int],
+    *,
+    max_tokens: int,
+    sampler,
+    stream: bool,
+) -> tuple[list[int], str, GenerationStats]:
+    """Decode one prompt, optionally printing text as it is produced."""
+    detokenizer = loaded.tokenizer.detokenizer
+    detokenizer.reset()
+    tokens: list[int] = []
+    stats = GenerationStats()
+    for step in generate_ar(
+        loaded.model,
+        prompt_ids,
+        max_tokens=max_tokens,
+        sampler=sampler,
+        eos_ids=loaded.tokenizer.eos_token_ids,
+    ):
+        stats = step.stats
+        for token in step.tokens:
+            tokens.append(token)
+            detokenizer.add_token(token)
+        if stream:
+            sys.stdout.write(detokenizer.last_segment)
+            sys.stdout.flush()
+    detokenizer.finalize()
+    if stream:
+        sys.stdout.write(detokenizer.last_segment + "\n")
+    return tokens, detokenizer.text, stats
+
+
+@app.command()
+@friendly_errors
+def generate(
+    prompt: Annotated[Optional[str], typer.Option("--prompt", "-p", help="Prompt text, or - for stdin.")] = None,
+    prompts_file: Annotated[
+        Optional[Path], typer.Option("--prompts-file", help="JSON lines with a 'prompt' field.", exists=True, dir_okay=False)
+    ] = None,
+    model: ModelOpt = DEFAULT_MODEL,
+    max_tokens: MaxTokensOpt = 256,
+    temp: TempOpt = 0.0,
+    top_p: TopPOpt = 0.0,
+    top_k: TopKOpt = 0,
+    seed: SeedOpt = None,
+    system_prompt: SystemPromptOpt = None,
+    ignore_chat_template: Annotated[bool, typer.Option("--ignore-chat-template", help="Feed the raw prompt.")] = False,
+    dtype: DTypeOpt = None,
+    mode: Annotated[str, typer.Option("--mode", help="ar | redrafter")] = "ar",
+    json_out: Annotated[bool, typer.Option("--json", help="One JSON object per prompt on stdout.")] = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Generate text for one prompt or a file of prompts."""
+    if mode not in MODES:
+        raise UsageError(f"--mode must be one of {', '.join(MODES)}")
+    if mode == "redrafter":
+        raise UsageError("--mode redrafter is not available yet; use --mode ar")
+    prompts = read_prompts(prompt, prompts_file)
+    dtype_ = runtime.parse_dtype(dtype)
+    if verbose:
+        console.print(f"[dim]{runtime.describe(dtype_)}[/dim]")
+    if seed is not None:
+        mx.random.seed(seed)
+    loaded = load(model, dtype_)
+    sampler = make_greedy_or_sampler(temp, top_p, top_k)
+    for text_prompt in prompts:
+        ids = encode_prompt(
+            loaded.tokenizer,
+            text_prompt,
+            system_prompt=system_prompt,
+            use_chat_template=not ignore_chat_template,
+            vicuna=loaded.is_vicuna,
+        )
+        mx.reset_peak_memory()
+        tokens, text, stats = generate_one(loaded, ids, max_tokens=max_tokens, sampler=sampler, stream=not json_out)
+        if json_out:
+            print_json(record(text_prompt, ids, tokens, text, stats))
+        else:
+            console.print(
+                f"[dim]Prompt: {stats.prompt_tokens} tokens, {stats.prompt_tps:.1f} tokens-per-sec\n"
+                f"Generation: {len(tokens)} tokens, {stats.generation_tps:.1f} tokens-per-sec, "
+                f"{stats.tokens_per_step:.2f} tokens/step\n"
+                f"Peak memory: {mx.get_peak_memory() / 1e9:.3f} GB[/dim]"
+            )

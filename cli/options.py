@@ -1,0 +1,27 @@
+"""Options shared by several commands (one definition each)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from redrafter_mlx.loading import DEFAULT_MODEL
+
+ModelOpt = Annotated[
+    str,
+    typer.Option("--model", "-M", help="Alias, local folder, hub id or .gguf file."),
+]
+DTypeOpt = Annotated[
+    Optional[str],
+    typer.Option("--dtype", help="float32 | float16 | bfloat16 (default: float32 on CPU, float16 on GPU)."),
+]
+MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", "-m", min=1, help="Tokens to generate.")]
+TempOpt = Annotated[float, typer.Option("--temp", min=0.0, help="Sampling temperature (0 = greedy).")]
+TopPOpt = Annotated[float, typer.Option("--top-p", min=0.0, max=1.0, help="Nucleus sampling (0 = off).")]
+TopKOpt = Annotated[int, typer.Option("--top-k", min=0, help="Top-k sampling (0 = off).")]
+SeedOpt = Annotated[Optional[int], typer.Option("--seed", help="Random seed.")]
+SystemPromptOpt = Annotated[Optional[str], typer.Option("--system-prompt", help="System message.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Print device, dtype and BLAS.")]
+
+__all__ = ["DEFAULT_MODEL"]

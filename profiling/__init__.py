@@ -1,0 +1,1 @@
+"""Lazy-eval-aware timing and profiling (installed as redrafter_mlx.profiling)."""

@@ -1,0 +1,1 @@
+"""Quantization of LLMs and drafters (installed as redrafter_mlx.quantize)."""

@@ -1,0 +1,19 @@
+"""Exceptions that mean "the user's input is wrong", shown as one line by the CLI."""
+
+from __future__ import annotations
+
+import json
+
+from .gguf import GGUFError
+from .loading import ModelLoadError
+
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    ModelLoadError,
+    GGUFError,
+    FileNotFoundError,
+    FileExistsError,
+    NotADirectoryError,
+    PermissionError,
+    json.JSONDecodeError,
+    ValueError,
+)

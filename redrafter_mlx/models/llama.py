@@ -1,0 +1,157 @@
+"""Pure-MLX Llama forward that can verify a token tree in one pass.
+
+Differs from mlx-lm's `llama.Model` in exactly what ReDrafter needs: every call takes
+per-token position ids and an explicit attention mask, writes its block into a `KVCache`
+without committing it, and returns final-norm hidden states; logits are computed only for
+the positions the caller asks for. Parameter names match mlx-lm / Hugging Face, so
+`mlx_lm.utils.load_model` (incl. 4-bit folders) loads weights straight into this class.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm.models.activations import swiglu
+from mlx_lm.models.llama import ModelArgs
+from mlx_lm.models.rope_utils import initialize_rope
+
+from ..cache import KVCache
+
+Mask = mx.array | str | None  # bool/additive (B|1, 1, T, S), "causal", or None (attend all)
+
+
+class Attention(nn.Module):
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        self.n_heads = args.num_attention_heads
+        self.n_kv_heads = args.num_key_value_heads
+        self.head_dim = args.head_dim or args.hidden_size // self.n_heads
+        self.scale = self.head_dim**-0.5
+        bias = args.attention_bias
+        self.q_proj = nn.Linear(args.hidden_size, self.n_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(args.hidden_size, self.n_kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(args.hidden_size, self.n_kv_heads * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(self.n_heads * self.head_dim, args.hidden_size, bias=bias)
+        self.rope = initialize_rope(
+            self.head_dim,
+            args.rope_theta,
+            args.rope_traditional,
+            args.rope_scaling,
+            args.max_position_embeddings,
+        )
+
+    def _rotate(self, x: mx.array, positions: mx.array | int) -> mx.array:
+        """RoPE at a contiguous offset (int) or at arbitrary per-token positions (B, T).
+
+        `mx.fast.rope` takes one offset per batch row, so arbitrary positions are applied
+        by moving every token into its own batch row.
+        """
+        if isinstance(positions, int):
+            return self.rope(x, offset=positions)
+        B, H, T, D = x.shape
+        rows = x.transpose(0, 2, 1, 3).reshape(B * T, H, 1, D)
+        rows = self.rope(rows, offset=positions.reshape(-1))
+        return rows.reshape(B, T, H, D).transpose(0, 2, 1, 3)
+
+    def __call__(
+        self, x: mx.array, positions: mx.array | int, mask: Mask, cache: KVCache | None, layer: int
+    ) -> mx.array:
+        B, T, _ = x.shape
+        q = self.q_proj(x).reshape(B, T, self.n_heads, -1).transpose(0, 2, 1, 3)
+        k = self.k_proj(x).reshape(B, T, self.n_kv_heads, -1).transpose(0, 2, 1, 3)
+        v = self.v_proj(x).reshape(B, T, self.n_kv_heads, -1).transpose(0, 2, 1, 3)
+        q, k = self._rotate(q, positions), self._rotate(k, positions)
+        if cache is not None:
+            k, v = cache.write(layer, k, v)
+        out = mx.fast.scaled_dot_product_attention(q, k, v, scale=self.scale, mask=mask)
+        return self.o_proj(out.transpose(0, 2, 1, 3).reshape(B, T, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        dim, hidden, bias = args.hidden_size, args.intermediate_size, args.mlp_bias
+        self.gate_proj = nn.Linear(dim, hidden, bias=bias)
+        self.down_proj = nn.Linear(hidden, dim, bias=bias)
+        self.up_proj = nn.Linear(dim, hidden, bias=bias)
+
+    def __call__(self, x: mx.array) -> mx.array:
+        return self.down_proj(swiglu(self.gate_proj(x), self.up_proj(x)))
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        self.self_attn = Attention(args)
+        self.mlp = MLP(args)
+        self.input_layernorm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
+        self.post_attention_layernorm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
+
+    def __call__(self, x, positions, mask, cache, layer) -> mx.array:
+        h = x + self.self_attn(self.input_layernorm(x), positions, mask, cache, layer)
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(args.vocab_size, args.hidden_size)
+        self.layers = [TransformerBlock(args) for _ in range(args.num_hidden_layers)]
+        self.norm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
+
+
+class Model(nn.Module):
+    """Llama / Vicuna / SmolLM2 (tied embeddings) / Llama-3 (RoPE scaling), GQA, biases."""
+
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        self.args = args
+        self.model_type = args.model_type
+        self.model = LlamaModel(args)
+        if not args.tie_word_embeddings:
+            self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
+
+    def __call__(
+        self,
+        tokens: mx.array,
+        cache: KVCache | None = None,
+        positions: mx.array | None = None,
+        mask: Mask = "causal",
+    ) -> mx.array:
+        """Final-norm hidden states (B, T, D) for `tokens` (B, T).
+
+        positions: (B, T) RoPE positions; default = cache.length + arange(T).
+        mask: attention over [committed cache, this block]; "causal" for plain sequences.
+        The block's keys/values are written to `cache` but not committed.
+        """
+        h = self.model.embed_tokens(tokens)
+        pos = positions if positions is not None else (cache.length if cache else 0)
+        if isinstance(mask, str) and tokens.shape[1] == 1:
+            mask = None
+        for i, layer in enumerate(self.model.layers):
+            h = layer(h, pos, mask, cache, i)
+        return self.model.norm(h)
+
+    def logits(self, hidden: mx.array) -> mx.array:
+        """Vocabulary logits (..., V) for hidden states (..., D)."""
+        if self.args.tie_word_embeddings:
+            return self.model.embed_tokens.as_linear(hidden)
+        return self.lm_head(hidden)
+
+    @property
+    def embedding(self) -> nn.Embedding:
+        return self.model.embed_tokens
+
+    @property
+    def layers(self) -> list[TransformerBlock]:
+        return self.model.layers
+
+    def make_cache(self) -> KVCache:
+        return KVCache(len(self.model.layers))
+
+    def sanitize(self, weights: dict[str, mx.array]) -> dict[str, mx.array]:
+        """Drop what Hugging Face checkpoints carry but this model computes itself."""
+        weights = {k: v for k, v in weights.items() if "rotary_emb.inv_freq" not in k}
+        if self.args.tie_word_embeddings:
+            weights.pop("lm_head.weight", None)
+        return weights
