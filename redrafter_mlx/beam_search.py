@@ -1,0 +1,157 @@
+"""Beam search over the recurrent drafter (ReDrafter, arXiv 2403.09919, Sec. 3.2).
+
+Semantics follow `Drafter.beam_search_candidates` in Apple's reference code
+(ml-recurrent-drafter: `recurrent_drafting/modeling_drafter.py` and the MLX
+`modeling_drafter.py`):
+- Every beam starts with the guaranteed token (the LLM's own next token); beam_length counts
+  it, so L = 5 means 4 drafted tokens and L - 1 drafter steps.
+- Beam 0 starts at log-prob 0 and the others at LOG_0 (finite, -inf-like), so the first step
+  grows beam 0 only.
+- Each step: drafter logits -> top-k warp (tokens outside the top k dropped) -> log-softmax
+  -> candidate score = beam score + token log-prob over (W, V) -> keep the W best, reorder
+  the beams' RNN states by parent, append the tokens. (The reference also subtracts the max
+  logit first; log-softmax does not change under it.)
+
+Differences that do not change the result:
+- Only the k surviving tokens of each beam are candidates (W * k instead of W * V): a
+  dropped token has log-prob -inf, and the W * k finite candidates always number >= W.
+  No full-vocabulary log-prob tensor is built (greedy acceptance never needs one).
+- Step 1 runs the drafter once instead of W times: all beams hold the same state then.
+- The W survivors come out sorted by descending score (like the PyTorch reference's topk;
+  the MLX reference leaves them in argpartition order).
+
+Ties: candidates with equal scores are ordered by `mx.argsort` of the negated scores (lower
+flat index, i.e. lower parent beam, first in MLX 0.32). With real-valued logits exact ties
+are measure-zero, except among filler beams (below), whose tied parents are identical, so
+the beams and scores do not depend on the choice. A token tied with the k-th largest logit
+is kept by the reference and dropped here: also measure-zero.
+
+beam_width > top_k: step 1 has only top_k real candidates (all from beam 0). As in the
+reference, the remaining beams are then filled from beams 1.., which hold the same prefix
+and state as beam 0 but score LOG_0: they repeat real prefixes and carry scores below
+LOG_0 / 2 (detectable), are displaced by real candidates at step 2 whenever
+beam_width <= top_k ** 2, and cost nothing extra after prefix de-duplication.
+
+Everything is lazy (no host reads, no branching on array values) and shapes depend only on
+(batch, W, L, top_k), so `compile_beam_search` can hand it to `mx.compile`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+import mlx.core as mx
+
+from .drafter import Drafter, Embedding, embed_tokens
+
+LOG_0 = -50000.0  # the reference's log(0): finite, so filler beams still sort and add up
+
+
+def top_k_log_probs(logits: mx.array, top_k: int) -> tuple[mx.array, mx.array]:
+    """The top-k warp followed by log-softmax, kept only where it is finite.
+
+    logits: (..., V) -> (log_probs (..., k) float32, head_ids (..., k) uint32), k = min(top_k, V),
+    in no particular order. log_probs equal log_softmax(warp(logits)) at head_ids; every other
+    token has log-prob -inf.
+    """
+    k = min(top_k, logits.shape[-1])
+    head_ids = mx.argpartition(-logits, kth=k - 1, axis=-1)[..., :k]
+    kept = mx.take_along_axis(logits, head_ids, axis=-1).astype(mx.float32)
+    return kept - mx.logsumexp(kept, axis=-1, keepdims=True), head_ids
+
+
+def initial_scores(beam_width: int) -> mx.array:
+    """(W,) float32: [0, LOG_0, ..., LOG_0], so the first step grows beam 0 only."""
+    return mx.array([0.0] + [LOG_0] * (beam_width - 1), dtype=mx.float32)
+
+
+def _grow(
+    drafter: Drafter,
+    beams: mx.array,
+    scores: mx.array,
+    states: mx.array,
+    log_probs: mx.array,
+    head_ids: mx.array,
+) -> tuple[mx.array, mx.array, mx.array]:
+    """Keep the W best one-token extensions of the W beams.
+
+    beams: (B, W, t) int32, scores: (B, W) float32, states: (B, W or 1, hidden),
+    log_probs, head_ids: (B, W or 1, k) (a 1 broadcasts: all beams identical).
+    Returns beams (B, W, t + 1), scores (B, W), states (B, W, hidden) of the parents.
+    """
+    batch, width = scores.shape
+    k = log_probs.shape[-1]
+    candidates = (scores[..., None] + log_probs).reshape(batch, width * k)
+    best = mx.argsort(-candidates, axis=-1)[:, :width]  # (B, W) flat (parent, slot) index
+    parents = (best // k)[..., None]  # (B, W, 1)
+    flat_ids = mx.broadcast_to(head_ids, (batch, width, k)).reshape(batch, width * k)
+    tokens = drafter.vocab_ids(mx.take_along_axis(flat_ids, best, axis=-1))
+    beams = mx.concatenate([mx.take_along_axis(beams, parents, axis=1), tokens[..., None]], axis=-1)
+    states = mx.broadcast_to(states, (batch, width, states.shape[-1]))
+    scores = mx.take_along_axis(candidates, best, axis=-1)
+    return beams, scores, mx.take_along_axis(states, parents, axis=1)
+
+
+def beam_search(
+    drafter: Drafter,
+    embedding: Embedding,
+    hidden: mx.array,
+    guaranteed_token: mx.array,
+    beam_width: int,
+    beam_length: int,
+    top_k: int = 50,
+) -> tuple[mx.array, mx.array]:
+    """Draft beam_width candidate continuations with the drafter.
+
+    drafter: the recurrent drafter; embedding: the LLM's embedding ((V, hidden) table or
+    module) used for the drafter's token inputs (and its head when tied).
+    hidden: (hidden,) or (B, hidden), the LLM's last hidden state.
+    guaranteed_token: () or (B,) int, the LLM's next token (first token of every beam).
+    Returns beams (W, L) or (B, W, L) int32 (full-vocabulary ids, beams[..., 0] is the
+    guaranteed token) and scores (W,) or (B, W) float32, the beams' summed drafter
+    log-probs (top-k warped), best first.
+    """
+    if beam_width < 1 or beam_length < 1 or top_k < 1:
+        raise ValueError(
+            f"need beam_width, beam_length, top_k >= 1, got {beam_width}, {beam_length}, {top_k}"
+        )
+    batched = hidden.ndim == 2
+    context = (hidden if batched else hidden[None])[:, None, :]  # (B, 1, hidden)
+    batch = context.shape[0]
+    first = guaranteed_token.reshape(batch, 1).astype(mx.int32)  # (B, 1)
+
+    beams = mx.broadcast_to(first[:, None, :], (batch, beam_width, 1))
+    scores = mx.broadcast_to(initial_scores(beam_width), (batch, beam_width))
+    table = drafter.head_table(embedding)
+    # (B, 1, hidden): the beams are identical until the first selection, so the first step
+    # runs the drafter once; _grow broadcasts it to the W beams.
+    states = drafter.init_state((batch, 1), dtype=hidden.dtype)
+    last_tokens = first
+    for _ in range(beam_length - 1):
+        states = drafter.update_state(states, embed_tokens(embedding, last_tokens))
+        features = drafter.features(mx.broadcast_to(context, states.shape), states)
+        log_probs, head_ids = top_k_log_probs(drafter.head_logits(features, table), top_k)
+        beams, scores, states = _grow(drafter, beams, scores, states, log_probs, head_ids)
+        last_tokens = beams[..., -1]
+    return (beams, scores) if batched else (beams[0], scores[0])
+
+
+def compile_beam_search(
+    drafter: Drafter,
+    embedding: Embedding,
+    beam_width: int,
+    beam_length: int,
+    top_k: int = 50,
+) -> Callable[[mx.array, mx.array], tuple[mx.array, mx.array]]:
+    """`beam_search` with the drafter, embedding and beam shape fixed, under `mx.compile`.
+
+    The returned function maps (hidden, guaranteed_token) -> (beams, scores) like
+    `beam_search`, tracing once per input shape. The weights are captured as constants of
+    the compiled graph: build a new function after changing them.
+    """
+    search = partial(
+        beam_search, drafter, embedding,
+        beam_width=beam_width, beam_length=beam_length, top_k=top_k,
+    )
+    return mx.compile(search)

@@ -1,0 +1,221 @@
+"""Beam search against a slow, independent reference written here in numpy.
+
+The reference runs the drafter forward pass itself from the drafter's weights (float64),
+loops over beams and candidate tokens one by one, and sorts the candidates with Python's
+stable sort (ties: lower parent beam, then lower token id). Weights are random floats, so
+exact ties (where the two implementations may legitimately differ) have probability zero;
+the seeds are fixed, so the tests are deterministic.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+import pytest
+from mlx.utils import tree_flatten, tree_unflatten
+
+from redrafter_mlx.beam_search import LOG_0, beam_search, compile_beam_search
+from redrafter_mlx.drafter import Drafter, DrafterConfig
+
+VOCAB, HIDDEN = 64, 16
+
+VARIANTS = {
+    "rnn": dict(num_draft_layers=1, rnn=True),
+    "no_rnn": dict(num_draft_layers=1, rnn=False),
+    "input_proj_2_layers": dict(num_draft_layers=2, rnn=True, exit_dim=24),
+    "no_res_blocks": dict(num_draft_layers=0, rnn=True, exit_dim=20),
+    "trimmed": dict(num_draft_layers=1, rnn=True, token_subset_size=40),
+    "tied": dict(num_draft_layers=1, rnn=True, head_tied=True),
+    "tied_trimmed": dict(num_draft_layers=2, rnn=False, head_tied=True, token_subset_size=40),
+}
+
+
+def random_drafter(seed: int, **overrides) -> tuple[Drafter, np.ndarray]:
+    """A drafter with N(0, (2/sqrt(fan_in))^2) weights (wide enough logit gaps that float32
+    vs float64 never reorders candidates) and the LLM embedding table (V, hidden)."""
+    rng = np.random.default_rng(seed)
+    config = DrafterConfig(vocab_size=VOCAB, hidden_size=HIDDEN, **overrides)
+    token_ids = None
+    if config.token_subset_size is not None:
+        token_ids = mx.array(rng.permutation(VOCAB)[: config.token_subset_size].astype(np.int32))
+    drafter = Drafter(config, token_ids=token_ids)
+    weights = [
+        (k, mx.array(rng.normal(0, 2 / np.sqrt(v.shape[-1]), v.shape).astype(np.float32)))
+        for k, v in tree_flatten(drafter.parameters())
+        if k != "token_ids"
+    ]
+    drafter.update(tree_unflatten(weights))
+    embedding = rng.normal(0, 1, (VOCAB, HIDDEN)).astype(np.float32)
+    return drafter, embedding
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    return x / (1 + np.exp(-x))
+
+
+class NumpyDrafter:
+    """The drafter's math, re-implemented from its weights in float64."""
+
+    def __init__(self, drafter: Drafter, embedding: np.ndarray):
+        self.config = drafter.config
+        self.w = {k: np.array(v).astype(np.float64) for k, v in tree_flatten(drafter.parameters())}
+        self.embedding = embedding.astype(np.float64)
+        self.token_ids = np.array(drafter.token_ids) if self.config.token_subset_size else np.arange(VOCAB)
+
+    def update_state(self, state: np.ndarray, token: int) -> np.ndarray:
+        e = self.embedding[token]
+        if self.config.rnn:
+            return silu(self.w["rnn_w.weight"] @ e + self.w["rnn_u.weight"] @ state + self.w["rnn_u.bias"])
+        return e + state
+
+    def logits(self, h: np.ndarray, state: np.ndarray) -> np.ndarray:
+        x = np.concatenate([h, state])
+        if "input_proj.weight" in self.w:
+            x = self.w["input_proj.weight"] @ x + self.w["input_proj.bias"]
+        n = self.config.num_draft_layers
+        for i in range(n):
+            x = x + silu(self.w[f"lm_head.{i}.linear.weight"] @ x + self.w[f"lm_head.{i}.linear.bias"])
+        if self.config.head_tied:
+            return self.embedding[self.token_ids] @ (self.w["head_proj.weight"] @ x)
+        return self.w[f"lm_head.{n}.weight"] @ x
+
+
+def warped_log_softmax(logits: np.ndarray, top_k: int) -> np.ndarray:
+    """Reference top-k warp (keep logits >= the k-th largest) then log-softmax."""
+    kth = np.sort(logits)[-min(top_k, logits.size)]
+    warped = np.where(logits >= kth, logits, -np.inf)
+    top = warped.max()
+    return warped - top - np.log(np.exp(warped - top).sum())
+
+
+def reference_beam_search(model: NumpyDrafter, h, g, width, length, top_k):
+    """beams (W, L) and scores (W,) by explicit per-beam, per-candidate loops."""
+    beams = [[g] for _ in range(width)]
+    scores = [0.0] + [LOG_0] * (width - 1)
+    states = [np.zeros(HIDDEN) for _ in range(width)]
+    for _ in range(length - 1):
+        candidates = []
+        for b in range(width):
+            state = model.update_state(states[b], beams[b][-1])
+            log_probs = warped_log_softmax(model.logits(h, state), top_k)
+            for t, lp in enumerate(log_probs):
+                if np.isfinite(lp):
+                    candidates.append((scores[b] + lp, b, t, state))
+        candidates.sort(key=lambda c: -c[0])
+        chosen = candidates[:width]
+        beams = [beams[b] + [int(model.token_ids[t])] for _, b, t, _ in chosen]
+        states = [state for *_, state in chosen]
+        scores = [score for score, *_ in chosen]
+    return np.array(beams), np.array(scores)
+
+
+def run(drafter, embedding, h, g, width, length, top_k=50):
+    beams, scores = beam_search(drafter, mx.array(embedding), mx.array(h), mx.array(g), width, length, top_k)
+    return np.array(beams), np.array(scores)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_beam_search_matches_reference(variant):
+    for seed in range(2):
+        drafter, embedding = random_drafter(seed, **VARIANTS[variant])
+        model = NumpyDrafter(drafter, embedding)
+        rng = np.random.default_rng(100 + seed)
+        h, g = rng.normal(0, 1, HIDDEN).astype(np.float32), int(rng.integers(VOCAB))
+        for width in (1, 2, 3, 4):
+            for length in (1, 2, 3, 5):
+                beams, scores = run(drafter, embedding, h, g, width, length)
+                ref_beams, ref_scores = reference_beam_search(model, h, g, width, length, 50)
+                where = f"{variant} seed={seed} W={width} L={length}"
+                assert beams.dtype == np.int32 and beams.shape == (width, length), where
+                np.testing.assert_array_equal(beams, ref_beams, err_msg=where)
+                np.testing.assert_allclose(scores, ref_scores, atol=1e-4, rtol=0, err_msg=where)
+
+
+@pytest.mark.parametrize("top_k", [1, 5, 100])
+def test_top_k_variants_match_reference(top_k):
+    """k = 1 (greedy paths), a small k, and k > vocabulary (no warp at all)."""
+    drafter, embedding = random_drafter(7, num_draft_layers=1, rnn=True)
+    model = NumpyDrafter(drafter, embedding)
+    h = np.random.default_rng(8).normal(0, 1, HIDDEN).astype(np.float32)
+    width = min(3, top_k)  # W <= k: every beam is a real candidate (see the filler test)
+    beams, scores = run(drafter, embedding, h, 5, width, 4, top_k)
+    ref_beams, ref_scores = reference_beam_search(model, h, 5, width, 4, top_k)
+    np.testing.assert_array_equal(beams, ref_beams)
+    np.testing.assert_allclose(scores, ref_scores, atol=1e-4, rtol=0)
+
+
+def test_beam_width_one_is_greedy_drafting():
+    drafter, embedding = random_drafter(3, num_draft_layers=2, rnn=True, exit_dim=24)
+    model = NumpyDrafter(drafter, embedding)
+    h = np.random.default_rng(4).normal(0, 1, HIDDEN).astype(np.float32)
+    tokens, state, total = [9], np.zeros(HIDDEN), 0.0
+    for _ in range(4):
+        state = model.update_state(state, tokens[-1])
+        log_probs = warped_log_softmax(model.logits(h, state), 50)
+        tokens.append(int(np.argmax(log_probs)))
+        total += log_probs.max()
+    beams, scores = run(drafter, embedding, h, 9, 1, 5)
+    np.testing.assert_array_equal(beams, [tokens])
+    np.testing.assert_allclose(scores, [total], atol=1e-4)
+
+
+def test_beam_length_one_returns_only_the_guaranteed_token():
+    drafter, embedding = random_drafter(0, num_draft_layers=1, rnn=True)
+    beams, scores = run(drafter, embedding, np.zeros(HIDDEN, np.float32), 11, 3, 1)
+    np.testing.assert_array_equal(beams, [[11], [11], [11]])
+    np.testing.assert_array_equal(scores, [0.0, LOG_0, LOG_0])
+
+
+@pytest.mark.parametrize("width", [4, 6])
+def test_width_above_top_k_fills_with_flagged_copies(width):
+    """top_k = 2: step 1 has 2 real candidates, so W - 2 beams are fillers (score < LOG_0/2)
+    repeating real prefixes; at W = 4 <= k**2 step 2 replaces them with real beams, at
+    W = 6 two fillers remain. Real beams must equal the reference's."""
+    top_k = 2
+    drafter, embedding = random_drafter(5, num_draft_layers=1, rnn=True)
+    model = NumpyDrafter(drafter, embedding)
+    h = np.random.default_rng(6).normal(0, 1, HIDDEN).astype(np.float32)
+    for length in (2, 3, 4):
+        beams, scores = run(drafter, embedding, h, 1, width, length, top_k)
+        ref_beams, ref_scores = reference_beam_search(model, h, 1, width, length, top_k)
+        real = min(width, top_k ** (length - 1))
+        np.testing.assert_array_equal(beams[:real], ref_beams[:real])
+        np.testing.assert_allclose(scores[:real], ref_scores[:real], atol=1e-4, rtol=0)
+        assert np.all(scores[:real] > LOG_0 / 2) and np.all(scores[real:] < LOG_0 / 2)
+        real_prefixes = {tuple(b[:2]) for b in beams[:real]}
+        assert all(tuple(b[:2]) in real_prefixes for b in beams[real:])
+
+
+def test_batched_search_equals_per_row_search():
+    drafter, embedding = random_drafter(2, num_draft_layers=1, rnn=True, token_subset_size=40)
+    rng = np.random.default_rng(9)
+    hs = rng.normal(0, 1, (3, HIDDEN)).astype(np.float32)
+    gs = np.array([4, 17, 4], dtype=np.int32)
+    beams, scores = run(drafter, embedding, hs, gs, 3, 4)
+    assert beams.shape == (3, 3, 4) and scores.shape == (3, 3)
+    for row in range(3):
+        row_beams, row_scores = run(drafter, embedding, hs[row], gs[row], 3, 4)
+        np.testing.assert_array_equal(beams[row], row_beams)
+        np.testing.assert_allclose(scores[row], row_scores, atol=1e-5)
+
+
+def test_compiled_search_equals_eager_and_has_no_host_sync():
+    """mx.compile rejects .item()/.tolist()/eval inside the traced function, so this also
+    proves the search never reads an array value on the host."""
+    drafter, embedding = random_drafter(4, num_draft_layers=2, rnn=True, head_tied=True, token_subset_size=40)
+    table = nn.Embedding(VOCAB, HIDDEN)
+    table.weight = mx.array(embedding)
+    search = compile_beam_search(drafter, table, beam_width=3, beam_length=5)
+    for seed in range(2):
+        h = np.random.default_rng(seed).normal(0, 1, HIDDEN).astype(np.float32)
+        beams, scores = search(mx.array(h), mx.array(seed + 1))
+        ref_beams, ref_scores = run(drafter, embedding, h, seed + 1, 3, 5)
+        np.testing.assert_array_equal(np.array(beams), ref_beams)
+        np.testing.assert_allclose(np.array(scores), ref_scores, atol=1e-5)
+
+
+def test_invalid_shape_arguments_raise():
+    drafter, embedding = random_drafter(0, num_draft_layers=1, rnn=True)
+    with pytest.raises(ValueError, match="beam_width"):
+        run(drafter, embedding, np.zeros(HIDDEN, np.float32), 0, 0, 3)
