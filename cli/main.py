@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from redrafter_mlx.runtime import reexec_with_fast_blas
 
-from . import export, generate, info  # noqa: F401  (commands register themselves)
+from . import convert, export, generate, info  # noqa: F401  (commands register themselves)
 from .app import app
 
 

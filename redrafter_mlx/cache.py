@@ -2,7 +2,7 @@
 
 The model writes a block of keys/values *after* the committed length and never moves that
 length itself. The decoding loop then commits: a plain prefix of the block (prefill,
-autoregressive steps) or a gathered path through it (ReDrafter verification). The committed
+autoregressive steps) or, after `gather_pending`, a path through it (ReDrafter verification). The committed
 length is a Python int that only ever changes from a value the loop already read from the
 device, so the cache adds no host synchronisation of its own.
 """
@@ -54,17 +54,17 @@ class KVCache:
         """Keep the first n tokens of the pending block."""
         self.length += n
 
-    def commit_path(self, block_index: mx.array, n: int) -> None:
-        """Keep pending-block tokens `block_index` (P,) in that order, then commit the first n.
+    def gather_pending(self, block_index: mx.array) -> None:
+        """Reorder the pending block so its tokens `block_index` (n,) come first.
 
-        All P entries are moved (fixed shape, no sync); only n count as committed.
+        Lazy and fixed-shape: the loop calls `commit` with the accepted count once it has
+        read it, so compaction needs no host sync of its own.
         """
         start, end = self.length, self.length + block_index.shape[0]
         index = block_index + start
         for layer in range(len(self.keys)):
             self.keys[layer][..., start:end, :] = self.keys[layer][..., index, :]
             self.values[layer][..., start:end, :] = self.values[layer][..., index, :]
-        self.length += n
 
     def trim(self, length: int) -> None:
         """Forget everything after `length` (e.g. to rewind a chat turn)."""

@@ -15,8 +15,13 @@ from dataclasses import dataclass, field
 import mlx.core as mx
 from mlx_lm.sample_utils import make_sampler
 
+from .acceptance import accept
+from .beam_search import beam_search
 from .cache import KVCache
+from .drafter import Drafter
 from .models.llama import Model
+from .tree_attention import bucket, pack, tree_layout, verify_mask
+from .profiling.timers import PhaseTimer
 
 Sampler = Callable[[mx.array], mx.array]  # log-probs (..., V) -> token ids (...)
 PREFILL_CHUNK = 512
@@ -132,4 +137,94 @@ def generate_ar(
                 break
             token = upcoming
     finally:
+        cache.trim(start_length + len(prompt) + max(stats.num_tokens - 1, 0))
+
+
+def generate_redrafter(
+    model: Model,
+    drafter: Drafter,
+    prompt: list[int],
+    *,
+    beam_width: int = 3,
+    beam_length: int = 5,
+    max_tokens: int = 256,
+    sampler: Sampler | None = None,
+    eos_ids: set[int] | frozenset[int] = frozenset(),
+    cache: KVCache | None = None,
+    top_k: int = 50,
+    timer: PhaseTimer | None = None,
+) -> Iterator[Step]:
+    """ReDrafter decoding (paper Sec. 3.4): every step emits 1..beam_length tokens.
+
+    Each step: (1) the guaranteed token and hidden state come from the previous step;
+    (2) the drafter beam-searches W x L candidates; (3) the unique prefixes are packed and
+    verified in ONE forward pass with a tree mask; (4) the longest accepted prefix is kept
+    and the cache compacted to it. The only host read per step fetches the accepted tokens
+    together with the next tree's packed length. Same interface and cache contract as
+    `generate_ar`.
+    """
+    if beam_width < 1 or beam_length < 1:
+        raise ValueError(f"beam width and length must be >= 1, got {beam_width} and {beam_length}")
+    sampler = sampler or make_greedy_or_sampler()
+    cache = cache if cache is not None else model.make_cache()
+    timer = timer or PhaseTimer()
+    stats = GenerationStats(prompt_tokens=len(prompt))
+    if max_tokens <= 0:
+        return
+    start_length = cache.length
+    limit = 1 + beam_width * (beam_length - 1)
+
+    def draft(hidden: mx.array, token: mx.array):
+        beams, _ = beam_search(drafter, model.embedding, hidden, token, beam_width, beam_length, top_k)
+        layout = tree_layout(beams)
+        timer.mark("draft", beams, layout.unpack_index)
+        return beams, layout
+
+    try:
+        tic = time.perf_counter()
+        timer.start()
+        hidden = prefill(model, mx.array(prompt, mx.uint32), cache)
+        token = sampler(log_softmax(model.logits(hidden))).astype(mx.int32).reshape(())
+        timer.mark("prefill", token)
+        beams, layout = draft(hidden, token)
+        first, count = mx.stack([token, layout.count]).tolist()
+        stats.prompt_time = time.perf_counter() - tic
+        tic = time.perf_counter()
+        if first in eos_ids:
+            stats.finish_reason = "stop"
+            return
+        stats.num_tokens = 1
+        yield Step([first], stats)
+        while stats.num_tokens < max_tokens:
+            packed = pack(beams, layout, bucket(count, limit))
+            timer.mark("pack", packed.tokens, packed.mask)
+            positions = (packed.depth + cache.length)[None]
+            block = model(packed.tokens[None], cache, positions, verify_mask(packed.mask, cache.length))[0]
+            log_probs = log_softmax(model.logits(block))
+            timer.mark("verify", log_probs)
+            result = accept(beams, layout.unpack_index, log_probs, sampler)
+            timer.mark("accept", result.emitted)
+            cache.gather_pending(result.path)
+            timer.mark("cache", *cache.state())
+            beams, layout = draft(block[result.next_index], result.next_token)
+            stats.verified_tokens.append(count)
+            accepted, *emitted, count = mx.concatenate(
+                [result.accepted[None], result.emitted, layout.count[None]]
+            ).tolist()
+            cache.commit(accepted + 1)
+            stats.steps += 1
+            stats.accepted_per_step.append(accepted + 1)
+            new = emitted[: accepted + 1]
+            stop = next((i for i, t in enumerate(new) if t in eos_ids), None)
+            if stop is not None:
+                new, stats.finish_reason = new[:stop], "stop"
+            new = new[: max_tokens - stats.num_tokens]
+            stats.num_tokens += len(new)
+            stats.generation_time = time.perf_counter() - tic
+            if new:
+                yield Step(new, stats)
+            if stop is not None:
+                break
+    finally:
+        stats.phase_times = dict(timer.totals)
         cache.trim(start_length + len(prompt) + max(stats.num_tokens - 1, 0))

@@ -1,0 +1,36 @@
+"""Phase timing that respects lazy evaluation.
+
+MLX builds graphs lazily, so a clock stopped before evaluation measures graph building
+only. `PhaseTimer.mark` evaluates a phase's outputs before reading the clock, which is
+exactly why it is off by default: the evaluations serialise the pipeline. When disabled,
+`mark` does nothing at all, so the normal path pays nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+import mlx.core as mx
+
+
+class PhaseTimer:
+    def __init__(self, enabled: bool = False):
+        self.enabled = enabled
+        self.totals: dict[str, float] = defaultdict(float)
+        self.events: list[tuple[str, float, float]] = []  # (phase, start, duration) seconds
+        self._last = time.perf_counter()
+
+    def start(self) -> None:
+        self._last = time.perf_counter()
+
+    def mark(self, phase: str, *outputs) -> None:
+        """Close `phase`: evaluate its outputs (when enabled) and charge the elapsed time."""
+        if not self.enabled:
+            return
+        if outputs:
+            mx.eval(*outputs)
+        now = time.perf_counter()
+        self.totals[phase] += now - self._last
+        self.events.append((phase, self._last, now - self._last))
+        self._last = now

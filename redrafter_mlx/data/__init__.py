@@ -1,0 +1,28 @@
+"""Chat prompt sets shipped with the package (see README.md in this folder).
+
+``load_prompts("train")`` returns the training prompts (for distilling / training drafters),
+``load_prompts("eval")`` the held-out, hand-written evaluation prompts. Each record is a dict
+with ``id``, ``category``, ``prompt`` (the last user message), ``turns`` (every user message in
+order, so ``turns[-1] == prompt``), ``multi_turn`` and ``source``.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+SPLITS = {"train": "train_prompts.jsonl", "eval": "eval_prompts.jsonl"}
+CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
+
+
+def load_prompts(split: str) -> list[dict]:
+    """Read one prompt split ("train" or "eval") from the installed package data."""
+    try:
+        name = SPLITS[split]
+    except KeyError:
+        raise ValueError(f"unknown split {split!r}; expected one of {sorted(SPLITS)}") from None
+    text = resources.files(__name__).joinpath(name).read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+__all__ = ["CATEGORIES", "SPLITS", "load_prompts"]

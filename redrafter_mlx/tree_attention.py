@@ -1,0 +1,86 @@
+"""Dynamic tree attention (ReDrafter, Sec. 3.3 and Appendix A.1), tensor ops only.
+
+Beam search returns W candidates of equal length L that share prefixes (every beam starts
+with the guaranteed token). Verifying them flattened costs W * L tokens; here each distinct
+prefix is verified once: the unique tokens are packed into one sequence, each attends to
+its ancestors (the tree mask) at RoPE position `depth`, and `unpack_index` maps the packed
+outputs back to (W, L). The packed length is data dependent; the decoding loop reads it in
+the same host read as the accepted tokens and pads to a bucket size, so shapes stay few.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mlx.core as mx
+
+
+def dedup_prefix(beams: mx.array) -> mx.array:
+    """For every prefix beams[i, :k+1], the smallest beam index j sharing it.
+
+    beams: (W, L) int. Returns prefix_tree (W, L) int32. (The paper's Listing 1 compares
+    tokens within one beam; the intended comparison, used here, is across beams.)
+    """
+    matches = beams[:, None, :] == beams[None, :, :]  # (W, W, L): beam i vs beam j at k
+    shared = mx.cumprod(matches.astype(mx.int32), axis=-1)  # prefix [:k+1] equal
+    return mx.argmax(shared, axis=1).astype(mx.int32)  # first j; j = i always qualifies
+
+
+@dataclass
+class TreeLayout:
+    """Where each beam token lives in the packed sequence (lazy arrays)."""
+
+    unpack_index: mx.array  # (W, L) int32: packed position of beams[w, k]
+    owner: mx.array  # (W, L) int32: the smallest beam holding prefix beams[w, :k+1]
+    count: mx.array  # () int32: number of unique tokens (the packed length before padding)
+
+
+def tree_layout(beams: mx.array) -> TreeLayout:
+    """Number the unique prefixes in beam-major order."""
+    width, length = beams.shape
+    owner = dedup_prefix(beams)
+    is_unique = (owner == mx.arange(width, dtype=mx.int32)[:, None]).reshape(-1)
+    position = mx.cumsum(is_unique.astype(mx.int32)) - 1  # packed slot of each unique token
+    flat_owner = owner * length + mx.arange(length, dtype=mx.int32)[None, :]
+    return TreeLayout(position[flat_owner], owner, is_unique.astype(mx.int32).sum())
+
+
+@dataclass
+class PackedTree:
+    tokens: mx.array  # (P,) int32 unique tokens, then padding
+    depth: mx.array  # (P,) int32 distance from the guaranteed token (RoPE offset)
+    mask: mx.array  # (P, P) bool: row attends to column (ancestors and itself)
+
+
+def pack(beams: mx.array, layout: TreeLayout, size: int) -> PackedTree:
+    """Scatter the unique tokens into `size` slots and build their ancestor mask.
+
+    Duplicated beam tokens scatter identical values to the same slot. Padding slots keep
+    token 0 at depth 0 and attend to the root only, so no row of the mask is empty and
+    no real token attends to padding.
+    """
+    width, length = beams.shape
+    slots = layout.unpack_index.reshape(-1)
+    depth_wl = mx.broadcast_to(mx.arange(length, dtype=mx.int32)[None], (width, length))
+    tokens = mx.zeros((size,), mx.int32)
+    depth = mx.zeros((size,), mx.int32)
+    owner = mx.zeros((size,), mx.int32)
+    tokens[slots] = beams.reshape(-1).astype(mx.int32)
+    depth[slots] = depth_wl.reshape(-1)
+    owner[slots] = layout.owner.reshape(-1)
+    # Column b is an ancestor of row a iff it sits on a's beam at b's depth.
+    on_path = layout.unpack_index[owner[:, None], depth[None, :]] == mx.arange(size)[None, :]
+    mask = on_path & (depth[None, :] <= depth[:, None])
+    return PackedTree(tokens, depth, mask)
+
+
+def verify_mask(tree_mask: mx.array, cache_length: int) -> mx.array:
+    """(1, 1, P, cache_length + P): every packed token sees the whole committed cache."""
+    size = tree_mask.shape[0]
+    seen = mx.ones((size, cache_length), dtype=mx.bool_)
+    return mx.concatenate([seen, tree_mask], axis=1)[None, None]
+
+
+def bucket(count: int, limit: int, step: int = 4) -> int:
+    """Padded packed length: the next multiple of `step`, at most `limit` (= 1 + W(L-1))."""
+    return min(-(-count // step) * step, limit)

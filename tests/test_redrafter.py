@@ -1,0 +1,207 @@
+"""ReDrafter decoding: exact greedy output, exact sampling, and one host read per step."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from mlx_lm.sample_utils import make_sampler
+
+from redrafter_mlx import decoding
+from redrafter_mlx.decoding import generate_ar, generate_redrafter
+from redrafter_mlx.drafter import Drafter, DrafterConfig
+from redrafter_mlx.prompting import encode_prompt
+
+from .conftest import random_model, tiny_config
+
+PROMPTS = ["What is the capital of France?", "Name three colours of the rainbow."]
+
+
+def random_drafter(vocab: int, hidden: int, seed: int = 0) -> Drafter:
+    mx.random.seed(seed)
+    drafter = Drafter(DrafterConfig(vocab_size=vocab, hidden_size=hidden, num_draft_layers=2, rnn=True))
+    mx.eval(drafter.parameters())
+    return drafter
+
+
+def collect(steps) -> tuple[list[int], decoding.GenerationStats]:
+    tokens, stats = [], None
+    for step in steps:
+        tokens += step.tokens
+        stats = step.stats
+    return tokens, stats
+
+
+@pytest.fixture(scope="module")
+def embedded_runs(embedded):
+    """Greedy AR reference outputs for the test prompts."""
+    eos = embedded.tokenizer.eos_token_ids
+    runs = []
+    for text in PROMPTS:
+        ids = encode_prompt(embedded.tokenizer, text)
+        tokens, stats = collect(generate_ar(embedded.model, ids, max_tokens=20, eos_ids=eos))
+        runs.append((ids, tokens, stats.finish_reason))
+    assert {reason for *_, reason in runs} == {"stop", "length"}  # both endings exercised
+    return runs
+
+
+@pytest.mark.parametrize("beam_width", [1, 2, 4, 8])
+@pytest.mark.parametrize("beam_length", [2, 3, 5])
+def test_greedy_redrafter_matches_autoregressive_with_random_drafter(embedded, embedded_runs, beam_width, beam_length):
+    drafter = random_drafter(49152, 576)
+    for ids, expected, reason in embedded_runs:
+        tokens, stats = collect(
+            generate_redrafter(
+                embedded.model, drafter, ids, beam_width=beam_width, beam_length=beam_length,
+                max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids,
+            )
+        )
+        assert tokens == expected
+        assert stats.finish_reason == reason
+        assert all(1 <= n <= beam_length for n in stats.accepted_per_step)
+        assert all(n <= 1 + beam_width * (beam_length - 1) for n in stats.verified_tokens)
+
+
+def oracle_search(answer: list[int]):
+    """A stand-in drafter that knows the greedy answer: beam 0 is right, the others diverge.
+
+    Beam 0 is always accepted whole, so the i-th search starts at answer[i * L].
+    """
+    calls = []
+
+    def search(drafter, embedding, hidden, token, width, length, top_k=50):
+        start = len(calls) * length
+        calls.append(start)
+        future = (answer + [0] * (start + length))[start : start + length]
+        rows = []
+        for w in range(width):
+            row = list(future)
+            cut = 1 + w % max(length - 1, 1) if w else length  # shared prefix, then wrong
+            row[cut:] = [(t + w) % 500 + 1 for t in row[cut:]]
+            rows.append(row)
+        return mx.array(rows, dtype=mx.int32), mx.zeros((width,))
+
+    return search
+
+
+@pytest.mark.parametrize("max_tokens", [7, 9, 30])
+def test_multi_token_blocks_stop_at_eos_and_max_tokens_mid_block(embedded, embedded_runs, monkeypatch, max_tokens):
+    eos = embedded.tokenizer.eos_token_ids
+    for ids, _, _ in embedded_runs:
+        full, _ = collect(generate_ar(embedded.model, ids, max_tokens=max_tokens, eos_ids=eos))
+        answer, _ = collect(generate_ar(embedded.model, ids, max_tokens=64, eos_ids=frozenset()))
+        cache = embedded.model.make_cache()
+        monkeypatch.setattr(decoding, "beam_search", oracle_search(answer))
+        tokens, stats = collect(
+            generate_redrafter(embedded.model, random_drafter(8, 576), ids, beam_width=3, beam_length=4,
+                               max_tokens=max_tokens, eos_ids=eos, cache=cache)
+        )
+        assert tokens == full
+        assert max(stats.accepted_per_step) == 4  # whole blocks were accepted
+        assert cache.length == len(ids) + len(tokens) - 1  # the cache contract of generate_ar
+
+
+def test_cache_is_reusable_for_a_second_turn(embedded, embedded_runs):
+    """Continuing from a ReDrafter cache gives what a fresh AR run on the full history gives."""
+    ids, first, _ = embedded_runs[1]
+    drafter = random_drafter(49152, 576, seed=1)
+    cache = embedded.model.make_cache()
+    collect(generate_redrafter(embedded.model, drafter, ids, max_tokens=len(first), cache=cache))
+    follow_up = [first[-1]] + embedded.tokenizer.encode(" And two more?")
+    continued, _ = collect(generate_redrafter(embedded.model, drafter, follow_up, max_tokens=8, cache=cache))
+    fresh, _ = collect(generate_ar(embedded.model, ids + first[:-1] + follow_up, max_tokens=8))
+    assert continued == fresh
+
+
+def test_at_most_one_host_read_per_step(embedded, monkeypatch):
+    """Count every way MLX can hand a value to Python while ReDrafter decodes."""
+    drafter = random_drafter(49152, 576)
+    ids = encode_prompt(embedded.tokenizer, PROMPTS[1])
+    reads = Counter()
+
+    def counting(name, original):
+        def wrapper(*args, **kwargs):
+            reads[name] += 1
+            return original(*args, **kwargs)
+
+        return wrapper
+
+    for name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__", "__array__"):
+        monkeypatch.setattr(mx.array, name, counting(name, getattr(mx.array, name)))
+    monkeypatch.setattr(mx, "eval", counting("eval", mx.eval))
+    _, stats = collect(
+        generate_redrafter(embedded.model, drafter, ids, beam_width=3, beam_length=5, max_tokens=12)
+    )
+    assert stats.steps >= 5
+    assert sum(reads.values()) <= stats.steps + 1, reads  # + 1: the first token after prefill
+
+
+# --- exactness of sampling on a tiny model with an enumerable output space -------------
+
+TINY_VOCAB = 5
+TINY = random_model(tiny_config(vocab_size=TINY_VOCAB, hidden_size=32, intermediate_size=64), seed=11)
+TINY_PROMPT = [1, 3, 0, 2]
+SEQ_LEN = 3
+
+
+def exact_sequence_probabilities(temperature: float) -> dict[tuple[int, ...], float]:
+    """p(y1 y2 y3 | prompt) under temperature, by enumerating every sequence."""
+    probs = {(): 1.0}
+    for _ in range(SEQ_LEN):
+        grown = {}
+        for seq, p in probs.items():
+            logits = TINY.logits(TINY(mx.array([TINY_PROMPT + list(seq)]), TINY.make_cache()))[0, -1]
+            q = np.array(mx.softmax(logits.astype(mx.float32) / temperature))
+            for token in range(TINY_VOCAB):
+                grown[seq + (token,)] = p * float(q[token])
+        probs = grown
+    return probs
+
+
+def sample_counts(generate, n: int) -> tuple[Counter, int]:
+    """Sequence counts over n runs, and how many drafted tokens were accepted in total."""
+    counts, accepted_drafts = Counter(), 0
+    for _ in range(n):
+        tokens, stats = collect(generate())
+        counts[tuple(tokens)] += 1
+        accepted_drafts += sum(stats.accepted_per_step) - len(stats.accepted_per_step)
+    return counts, accepted_drafts
+
+
+def chi_square_p_value(counts: Counter, probs: dict, n: int) -> float:
+    from scipy.stats import chisquare
+
+    cells = sorted(probs, key=probs.get, reverse=True)
+    observed, expected, rest_o, rest_e = [], [], 0, 0.0
+    for cell in cells:  # pool rare cells so every expected count is >= 5
+        if probs[cell] * n >= 5:
+            observed.append(counts[cell])
+            expected.append(probs[cell] * n)
+        else:
+            rest_o += counts[cell]
+            rest_e += probs[cell] * n
+    observed.append(rest_o)
+    expected.append(rest_e)
+    expected = np.array(expected) * n / sum(expected)  # float rounding of the enumeration
+    return chisquare(observed, expected).pvalue
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_sampled_redrafter_has_the_llm_distribution(temperature):
+    probs = exact_sequence_probabilities(temperature)
+    drafter = random_drafter(TINY_VOCAB, 32, seed=5)
+    n = 1500
+    mx.random.seed(1234)
+    counts, accepted_drafts = sample_counts(
+        lambda: generate_redrafter(TINY, drafter, TINY_PROMPT, beam_width=2, beam_length=3, max_tokens=SEQ_LEN,
+                                   sampler=make_sampler(temp=temperature)),
+        n,
+    )
+    assert sum(counts.values()) == n
+    assert accepted_drafts > n // 4  # the tree walk, not just the LLM's own token, was exercised
+    assert chi_square_p_value(counts, probs, n) > 1e-3
+    # Control: the same test rejects a wrong distribution (a different temperature).
+    wrong = exact_sequence_probabilities(temperature * 2)
+    assert chi_square_p_value(counts, wrong, n) < 1e-6
