@@ -19,7 +19,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console(stderr=True, highlight=False)
+console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 F = TypeVar("F", bound=Callable)
 
@@ -42,7 +42,7 @@ def friendly_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except UsageError as e:
-            console.print(f"[red]error:[/red] {e}")
+            _print_error(str(e))
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             console.print("[yellow]interrupted[/yellow]")
@@ -50,11 +50,15 @@ def friendly_errors(fn: F) -> F:
         except _user_error_types() as e:
             if os.environ.get("REDRAFTER_DEBUG"):
                 raise
-            message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            console.print(f"[red]error:[/red] {message}", markup=True)
+            _print_error(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _print_error(message: str) -> None:
+    console.print("[red]error:[/red] ", end="")
+    console.print(message, markup=False)
 
 
 def print_json(obj: dict) -> None:

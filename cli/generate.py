@@ -11,12 +11,18 @@ import mlx.core as mx
 import typer
 
 from redrafter_mlx import runtime
-from redrafter_mlx.decoding import GenerationStats, generate_ar, make_greedy_or_sampler
-from redrafter_mlx.loading import DEFAULT_MODEL, LoadedModel, load
+from redrafter_mlx import decoding
+from redrafter_mlx.decoding import GenerationStats, make_greedy_or_sampler
+from redrafter_mlx.drafter import Drafter
+from redrafter_mlx.loading import DEFAULT_MODEL, LoadedModel, load, load_drafter_for
+from redrafter_mlx.profiling.timers import PhaseTimer
 from redrafter_mlx.prompting import encode_prompt
 
 from .app import UsageError, app, console, friendly_errors, print_json
 from .options import (
+    BeamLengthOpt,
+    BeamWidthOpt,
+    DrafterOpt,
     DTypeOpt,
     MaxTokensOpt,
     ModelOpt,
@@ -50,8 +56,11 @@ def read_prompts(prompt: Optional[str], prompts_file: Optional[Path]) -> list[st
     return prompts
 
 
-def record(prompt: str, prompt_ids: list[int], tokens: list[int], text: str, stats: GenerationStats) -> dict:
-    """The JSON contract of `generate --json` (one object per prompt)."""
+def record(
+    prompt: str, prompt_ids: list[int], tokens: list[int], text: str, stats: GenerationStats, beam_cells: int
+) -> dict:
+    """The JSON contract of `generate --json` (one object per prompt); beam_cells = W * L."""
+    verified = stats.verified_tokens
     return {
         "prompt": prompt,
         "prompt_tokens": prompt_ids,
@@ -62,7 +71,9 @@ def record(prompt: str, prompt_ids: list[int], tokens: list[int], text: str, sta
         "steps": len(stats.accepted_per_step),
         "tokens_per_step": stats.tokens_per_step,
         "accepted_per_step": stats.accepted_per_step,
-        "verified_tokens": stats.verified_tokens,
+        "verified_tokens": verified,
+        "compression": sum(verified) / len(verified) / beam_cells if verified else None,
+        "phase_times": stats.phase_times,
         "prompt_tps": stats.prompt_tps,
         "generation_tps": stats.generation_tps,
         "peak_memory_gb": mx.get_peak_memory() / 1e9,
@@ -73,22 +84,16 @@ def generate_one(
     loaded: LoadedModel,
     prompt_ids: list[int],
     *,
-    max_tokens: int,
-    sampler,
+    drafter: Drafter | None,
     stream: bool,
+    **options,
 ) -> tuple[list[int], str, GenerationStats]:
     """Decode one prompt, optionally printing text as it is produced."""
     detokenizer = loaded.tokenizer.detokenizer
     detokenizer.reset()
     tokens: list[int] = []
     stats = GenerationStats()
-    for step in generate_ar(
-        loaded.model,
-        prompt_ids,
-        max_tokens=max_tokens,
-        sampler=sampler,
-        eos_ids=loaded.tokenizer.eos_token_ids,
-    ):
+    for step in decoding.generate(loaded.model, prompt_ids, drafter=drafter, eos_ids=loaded.tokenizer.eos_token_ids, **options):
         stats = step.stats
         for token in step.tokens:
             tokens.append(token)
@@ -100,6 +105,11 @@ def generate_one(
     if stream:
         sys.stdout.write(detokenizer.last_segment + "\n")
     return tokens, detokenizer.text, stats
+
+
+def check_beam_shape(beam_width: int, beam_length: int) -> None:
+    if beam_width < 1 or beam_length < 1:
+        raise UsageError(f"--beam-width and --beam-length must be >= 1 (got {beam_width} and {beam_length})")
 
 
 @app.command()
@@ -118,15 +128,18 @@ def generate(
     system_prompt: SystemPromptOpt = None,
     ignore_chat_template: Annotated[bool, typer.Option("--ignore-chat-template", help="Feed the raw prompt.")] = False,
     dtype: DTypeOpt = None,
-    mode: Annotated[str, typer.Option("--mode", help="ar | redrafter")] = "ar",
+    mode: Annotated[str, typer.Option("--mode", help="redrafter | ar")] = "redrafter",
+    drafter: DrafterOpt = None,
+    beam_width: BeamWidthOpt = 3,
+    beam_length: BeamLengthOpt = 5,
+    profile: Annotated[bool, typer.Option("--profile", help="Per-phase timings (evaluates at phase ends).")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="One JSON object per prompt on stdout.")] = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Generate text for one prompt or a file of prompts."""
     if mode not in MODES:
         raise UsageError(f"--mode must be one of {', '.join(MODES)}")
-    if mode == "redrafter":
-        raise UsageError("--mode redrafter is not available yet; use --mode ar")
+    check_beam_shape(beam_width, beam_length)
     prompts = read_prompts(prompt, prompts_file)
     dtype_ = runtime.parse_dtype(dtype)
     if verbose:
@@ -134,6 +147,7 @@ def generate(
     if seed is not None:
         mx.random.seed(seed)
     loaded = load(model, dtype_)
+    draft_model = load_drafter_for(loaded, drafter, dtype_) if mode == "redrafter" else None
     sampler = make_greedy_or_sampler(temp, top_p, top_k)
     for text_prompt in prompts:
         ids = encode_prompt(
@@ -144,9 +158,12 @@ def generate(
             vicuna=loaded.is_vicuna,
         )
         mx.reset_peak_memory()
-        tokens, text, stats = generate_one(loaded, ids, max_tokens=max_tokens, sampler=sampler, stream=not json_out)
+        tokens, text, stats = generate_one(
+            loaded, ids, drafter=draft_model, stream=not json_out, max_tokens=max_tokens, sampler=sampler,
+            beam_width=beam_width, beam_length=beam_length, timer=PhaseTimer(profile),
+        )
         if json_out:
-            print_json(record(text_prompt, ids, tokens, text, stats))
+            print_json(record(text_prompt, ids, tokens, text, stats, beam_width * beam_length))
         else:
             console.print(
                 f"[dim]Prompt: {stats.prompt_tokens} tokens, {stats.prompt_tps:.1f} tokens-per-sec\n"
@@ -154,3 +171,5 @@ def generate(
                 f"{stats.tokens_per_step:.2f} tokens/step\n"
                 f"Peak memory: {mx.get_peak_memory() / 1e9:.3f} GB[/dim]"
             )
+            if profile:
+                console.print("[dim]" + "  ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stats.phase_times.items()) + "[/dim]")

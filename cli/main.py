@@ -1,16 +1,23 @@
-"""Entry point `redrafter`: picks the fast BLAS, then runs the Typer app."""
+"""Entry point `redrafter`: picks the fast BLAS first, then loads and runs the Typer app."""
 
 from __future__ import annotations
 
-from redrafter_mlx.runtime import reexec_with_fast_blas
+import typer
 
-from . import convert, export, generate, info  # noqa: F401  (commands register themselves)
-from .app import app
+
+def load_commands() -> typer.Typer:
+    """The app with every command registered (importing a command module registers it)."""
+    from . import convert, export, generate, info  # noqa: F401
+    from .app import app
+
+    return app
 
 
 def main() -> None:
-    reexec_with_fast_blas()
-    app()
+    from redrafter_mlx.runtime import reexec_with_fast_blas
+
+    reexec_with_fast_blas()  # before the heavy imports, which would otherwise run twice
+    load_commands()()
 
 
 if __name__ == "__main__":

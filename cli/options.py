@@ -22,6 +22,12 @@ TopPOpt = Annotated[float, typer.Option("--top-p", min=0.0, max=1.0, help="Nucle
 TopKOpt = Annotated[int, typer.Option("--top-k", min=0, help="Top-k sampling (0 = off).")]
 SeedOpt = Annotated[Optional[int], typer.Option("--seed", help="Random seed.")]
 SystemPromptOpt = Annotated[Optional[str], typer.Option("--system-prompt", help="System message.")]
+DrafterOpt = Annotated[
+    Optional[str],
+    typer.Option("--drafter", "-d", help="Drafter folder or hub id (default: the one shipped for the model)."),
+]
+BeamWidthOpt = Annotated[int, typer.Option("--beam-width", "-w", help="Beams drafted per step (W).")]
+BeamLengthOpt = Annotated[int, typer.Option("--beam-length", "-l", help="Tokens per beam incl. the guaranteed one (L).")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Print device, dtype and BLAS.")]
 
 __all__ = ["DEFAULT_MODEL"]

@@ -28,10 +28,8 @@ from .drafter import (
     Drafter,
     DrafterConfig,
     DrafterLoadError,
-    _cast,
-    _check_token_ids,
-    _check_weights,
     _read_config,
+    build_drafter,
     quantize_drafter,
     save_drafter,
 )
@@ -170,22 +168,6 @@ def canonical_weights(weights: dict[str, mx.array], source: Path) -> dict[str, m
         if name not in _IGNORED_KEYS:
             renamed[name] = value
     return renamed
-
-
-def build_drafter(
-    config: DrafterConfig, weights: dict[str, mx.array], source: Path, dtype: mx.Dtype
-) -> Drafter:
-    """A Drafter holding `weights` cast to `dtype`, after checking every key and shape."""
-    drafter = Drafter(config)
-    try:
-        _check_weights(dict(tree_flatten(drafter.parameters())), weights, source)
-    except DrafterLoadError as e:  # one problem per line there; the CLI shows one line
-        head, *problems = str(e).splitlines()
-        raise DrafterLoadError(f"{head} {'; '.join(problems)}") from None
-    drafter.load_weights([(k, _cast(v, dtype)) for k, v in weights.items()])
-    if drafter.is_trimmed:
-        _check_token_ids(drafter.token_ids, config.vocab_size, source)
-    return drafter
 
 
 def check_llm_config(config: DrafterConfig, llm_config: dict[str, Any]) -> None:

@@ -228,3 +228,24 @@ def generate_redrafter(
     finally:
         stats.phase_times = dict(timer.totals)
         cache.trim(start_length + len(prompt) + max(stats.num_tokens - 1, 0))
+
+
+def generate(
+    model: Model,
+    prompt: list[int],
+    *,
+    drafter: Drafter | None = None,
+    beam_width: int = 3,
+    beam_length: int = 5,
+    timer: PhaseTimer | None = None,
+    **options,
+) -> Iterator[Step]:
+    """ReDrafter when a drafter is given, plain autoregressive decoding otherwise.
+
+    options: max_tokens, sampler, eos_ids, cache (shared by both decoders).
+    """
+    if drafter is None:
+        return generate_ar(model, prompt, **options)
+    return generate_redrafter(
+        model, drafter, prompt, beam_width=beam_width, beam_length=beam_length, timer=timer, **options
+    )

@@ -285,6 +285,13 @@ def load_drafter(path: str | Path, dtype: mx.Dtype = mx.float32) -> Drafter:
     folder = Path(path)
     config = _read_config(folder)
     weights = {k: v for k, v in _read_weights(folder).items() if k not in _IGNORED_KEYS}
+    return build_drafter(config, weights, folder / WEIGHTS_FILE, dtype)
+
+
+def build_drafter(
+    config: DrafterConfig, weights: dict[str, mx.array], source: Path, dtype: mx.Dtype
+) -> Drafter:
+    """A Drafter holding `weights` (floats cast to `dtype`) after checking every key and shape."""
     drafter = Drafter(config)
     if config.quantization is not None:
         # Quantize exactly the layers the file holds quantized (mlx-lm's convention).
@@ -292,10 +299,10 @@ def load_drafter(path: str | Path, dtype: mx.Dtype = mx.float32) -> Drafter:
             drafter, **config.quantization,
             class_predicate=lambda p, m: isinstance(m, nn.Linear) and f"{p}.scales" in weights,
         )
-    _check_weights(dict(tree_flatten(drafter.parameters())), weights, folder / WEIGHTS_FILE)
+    _check_weights(dict(tree_flatten(drafter.parameters())), weights, source)
     drafter.load_weights([(k, _cast(v, dtype)) for k, v in weights.items()])
     if drafter.is_trimmed:
-        _check_token_ids(drafter.token_ids, config.vocab_size, folder / WEIGHTS_FILE)
+        _check_token_ids(drafter.token_ids, config.vocab_size, source)
     return drafter
 
 
@@ -346,7 +353,7 @@ def _check_weights(expected: dict[str, mx.array], found: dict[str, mx.array], so
         if found[k].shape != expected[k].shape
     ]
     if problems:
-        raise DrafterLoadError(f"{source} does not match config.json:\n" + "\n".join(problems))
+        raise DrafterLoadError(f"{source} does not match config.json: " + "; ".join(problems))
 
 
 def _check_token_ids(token_ids: mx.array, vocab_size: int, source: Path) -> None:

@@ -18,6 +18,7 @@ from mlx_lm.tokenizer_utils import TokenizerWrapper
 from mlx_lm.utils import load_model, load_tokenizer
 
 from . import gguf
+from .drafter import Drafter, DrafterLoadError, load_drafter
 from .models.llama import Model, ModelArgs
 from .runtime import default_dtype
 
@@ -30,6 +31,8 @@ ALIASES = {
     EMBEDDED: EMBEDDED,
 }
 SUPPORTED_TYPES = {"llama", "mistral"}
+# Drafters trained for a model and shipped inside the package.
+SHIPPED_DRAFTERS = {EMBEDDED: Path(__file__).parent / "drafters" / EMBEDDED}
 _HUB_FILES = ["*.json", "*.safetensors", "tokenizer.model", "*.tiktoken", "*.txt", "*.jinja"]
 
 
@@ -70,14 +73,14 @@ def resolve(name: str) -> Path:
     )
 
 
-def download(repo_id: str) -> Path:
+def download(repo_id: str, patterns: list[str] = _HUB_FILES) -> Path:
     """Fetch a repo's config, tokenizer and weights with huggingface_hub (cache-aware)."""
     from huggingface_hub import snapshot_download
 
     try:
-        path = Path(snapshot_download(repo_id, allow_patterns=_HUB_FILES))
+        path = Path(snapshot_download(repo_id, allow_patterns=patterns))
         if not glob.glob(str(path / "*.safetensors")):
-            path = Path(snapshot_download(repo_id, allow_patterns=_HUB_FILES + ["*.bin"]))
+            path = Path(snapshot_download(repo_id, allow_patterns=patterns + ["*.bin"]))
         return path
     except Exception as e:  # the hub raises many types; all mean "not available here"
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -143,3 +146,38 @@ def _load_folder(path: Path, dtype: mx.Dtype) -> tuple[Model, TokenizerWrapper, 
 def _eos_ids(config: dict) -> list[int]:
     eos = config.get("eos_token_id")
     return [] if eos is None else list(eos) if isinstance(eos, list) else [eos]
+
+
+def shipped_drafter(loaded: LoadedModel) -> Path | None:
+    """The drafter this package ships for `loaded` (recognised by its weights file), if any."""
+    for model_name, folder in SHIPPED_DRAFTERS.items():
+        if loaded.source == resolve(model_name) and (folder / "config.json").exists():
+            return folder
+    return None
+
+
+def load_drafter_for(loaded: LoadedModel, name: str | None, dtype: mx.Dtype | None = None) -> Drafter:
+    """The drafter named by `--drafter` (folder or hub id) or the one shipped for the model,
+    checked against the model's vocabulary and hidden size."""
+    if name is None:
+        folder = shipped_drafter(loaded)
+        if folder is None:
+            raise ModelLoadError(
+                f"no drafter ships for model {loaded.name!r}: pass --drafter <folder|hub-id> "
+                "(train one with `redrafter train`, or convert one with `redrafter convert`)"
+            )
+    else:
+        folder = Path(name).expanduser()
+        if not folder.exists():
+            if name.count("/") != 1 or name.startswith((".", "/", "~")):
+                raise ModelLoadError(f"drafter {name!r} not found: not a folder and not a hub id (owner/name)")
+            folder = download(name, ["*.json", "*.safetensors"])
+    drafter = load_drafter(folder, dtype or default_dtype())
+    args = loaded.model.args
+    if (drafter.config.vocab_size, drafter.config.hidden_size) != (args.vocab_size, args.hidden_size):
+        raise DrafterLoadError(
+            f"drafter {folder} was built for vocab {drafter.config.vocab_size} / hidden "
+            f"{drafter.config.hidden_size}, but {loaded.name} has vocab {args.vocab_size} / "
+            f"hidden {args.hidden_size}"
+        )
+    return drafter

@@ -23,9 +23,8 @@ from safetensors.torch import save_file
 from torch import nn
 from typer.testing import CliRunner
 
-import redrafter_mlx.cli.main  # noqa: F401  (registers the commands)
 from redrafter_mlx.beam_search import beam_search
-from redrafter_mlx.cli.app import app
+from redrafter_mlx.cli.main import load_commands
 from redrafter_mlx.convert import TORCH_HINT, convert_drafter
 from redrafter_mlx.drafter import DrafterLoadError, load_drafter
 
@@ -174,7 +173,7 @@ def reference_folder(tmp_path_factory, reference) -> Path:
 
 def run_cli(*args: object):
     """`redrafter ...` in-process. Wide COLUMNS: rich hard-wraps long lines at 80 columns."""
-    return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "2000"})
+    return CliRunner().invoke(load_commands(), [str(a) for a in args], env={"COLUMNS": "2000"})
 
 
 def assert_one_line_error(result, message: str) -> None:

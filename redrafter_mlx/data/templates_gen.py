@@ -7,7 +7,6 @@ Each ``make`` function draws consistent values from the seeded ``random.Random``
 from __future__ import annotations
 
 import itertools
-import math
 import random
 
 from .template import T
@@ -413,66 +412,66 @@ def _m_temps(r):
 
 
 MATH_TEMPLATES: list[T] = [
-    T("m_mul", "math", "What is {a} × {b}? Please show the steps.", ("Now multiply that result by {c}.",), 14, _m_mul),
-    T("m_mul_b", "math", "Calculate {a} times {b} without a calculator and explain your method.", (), 8, _m_mul),
+    T("m_mul", "math", "What is {a} × {b}? Please show the steps.", ("Now multiply that result by {c}.",), 9, _m_mul),
+    T("m_mul_b", "math", "Calculate {a} times {b} without a calculator and explain your method.", (), 5, _m_mul),
     T("m_div", "math", "Divide {n} by {d} and round the answer to two decimal places.",
-      ("What are the quotient and remainder of {n} divided by {d} using whole-number division?",), 10, _m_div),
-    T("m_pct", "math", "What is {p}% of {n}?", ("And what is {n} increased by {p}%?",), 12, _m_pct),
-    T("m_change", "math", "{item_cap} used to cost ${old} and now costs ${new}. By what percentage did the price change?", (), 10, _m_change),
+      ("What are the quotient and remainder of {n} divided by {d} using whole-number division?",), 6, _m_div),
+    T("m_pct", "math", "What is {p}% of {n}?", ("And what is {n} increased by {p}%?",), 7, _m_pct),
+    T("m_change", "math", "{item_cap} used to cost ${old} and now costs ${new}. By what percentage did the price change?", (), 6, _m_change),
     T("m_shop", "math", "{name} buys {q} {goods} at ${price} each and gets a {d}% discount on the total. How much does {name} pay?",
-      ("If {tax}% sales tax is added after the discount, what does {name} pay in total?",), 14, _m_shop),
-    T("m_speed", "math", "A {vehicle} travels {dist} km in {h} hours. What is its average speed, and how long would it take to cover {dist2} km at that speed?", (), 10, _m_speed),
-    T("m_meet", "math", "Two {kind} start {d} km apart at the same moment and head toward each other at {v1} km/h and {v2} km/h. When do they meet, and how far has each one gone?", (), 10, _m_meet),
-    T("m_work", "math", "{name} can {job} in {a} hours, and {name2} can do it in {b} hours. How long will it take if they work together?", (), 10, _m_work),
-    T("m_pipe", "math", "One pipe fills a {container} in {a} minutes, and a drain empties the full {container} in {b} minutes. If both are open, how long does it take to fill the empty {container}?", (), 8, _m_pipe),
-    T("m_ages", "math", "The sum of {name}'s and {name2}'s ages is {s}, and {name} is {d} years older than {name2}. How old is each of them?", (), 8, _m_ages),
-    T("m_linear", "math", "Solve for x: {eq}", (), 10, _m_linear),
-    T("m_linear_b", "math", "Find the value of x that satisfies {eq}, and check your answer by substituting it back.", (), 8, _m_linear),
-    T("m_system", "math", "Solve the system of equations: {eq1} and {eq2}.", (), 10, _m_system),
-    T("m_quad", "math", "Find the roots of {quad} = 0.", ("Where is the vertex of the parabola y = {quad}?",), 12, _m_quad),
-    T("m_deriv", "math", "Differentiate f(x) = {poly}.", ("Evaluate that derivative at x = {x0} for f(x) = {poly}.",), 12, _m_deriv),
-    T("m_crit", "math", "Find the critical points of f(x) = {poly} and classify each one as a local maximum or minimum.", (), 8, _m_deriv),
-    T("m_integral", "math", "Evaluate the definite integral of {poly} from x = {lo} to x = {hi}.", (), 10, _m_integral),
-    T("m_circle", "math", "A circular {thing} has a radius of {radius} {unit}. What are its area and circumference?", (), 10, _m_circle),
-    T("m_ladder", "math", "A {c}-foot ladder leans against a wall with its base {a} feet from the wall. How high up the wall does it reach?", (), 8, _m_ladder),
-    T("m_hyp", "math", "A right triangle has legs of {a} cm and {b} cm. How long is the hypotenuse, rounded to one decimal place?", (), 8, _m_hyp),
-    T("m_volume", "math", "What is the volume of a cylindrical {container} with a radius of {radius} cm and a height of {h} cm? Give the answer in liters as well.", (), 10, _m_volume),
-    T("m_dice", "math", "What is the probability of rolling a total of {s} with two fair six-sided dice?", (), 8, _m_dice),
-    T("m_coins", "math", "If you flip a fair coin {n} times, what is the probability of getting {kind} {k} heads?", (), 12, _m_coins),
-    T("m_cards", "math", "From a well-shuffled standard 52-card deck, what is the probability of drawing {event}?", (), 8, _m_cards),
+      ("If {tax}% sales tax is added after the discount, what does {name} pay in total?",), 9, _m_shop),
+    T("m_speed", "math", "A {vehicle} travels {dist} km in {h} hours. What is its average speed, and how long would it take to cover {dist2} km at that speed?", (), 6, _m_speed),
+    T("m_meet", "math", "Two {kind} start {d} km apart at the same moment and head toward each other at {v1} km/h and {v2} km/h. When do they meet, and how far has each one gone?", (), 6, _m_meet),
+    T("m_work", "math", "{name} can {job} in {a} hours, and {name2} can do it in {b} hours. How long will it take if they work together?", (), 6, _m_work),
+    T("m_pipe", "math", "One pipe fills a {container} in {a} minutes, and a drain empties the full {container} in {b} minutes. If both are open, how long does it take to fill the empty {container}?", (), 5, _m_pipe),
+    T("m_ages", "math", "The sum of {name}'s and {name2}'s ages is {s}, and {name} is {d} years older than {name2}. How old is each of them?", (), 5, _m_ages),
+    T("m_linear", "math", "Solve for x: {eq}", (), 6, _m_linear),
+    T("m_linear_b", "math", "Find the value of x that satisfies {eq}, and check your answer by substituting it back.", (), 5, _m_linear),
+    T("m_system", "math", "Solve the system of equations: {eq1} and {eq2}.", (), 6, _m_system),
+    T("m_quad", "math", "Find the roots of {quad} = 0.", ("Where is the vertex of the parabola y = {quad}?",), 7, _m_quad),
+    T("m_deriv", "math", "Differentiate f(x) = {poly}.", ("Evaluate that derivative at x = {x0} for f(x) = {poly}.",), 7, _m_deriv),
+    T("m_crit", "math", "Find the critical points of f(x) = {poly} and classify each one as a local maximum or minimum.", (), 5, _m_deriv),
+    T("m_integral", "math", "Evaluate the definite integral of {poly} from x = {lo} to x = {hi}.", (), 6, _m_integral),
+    T("m_circle", "math", "A circular {thing} has a radius of {radius} {unit}. What are its area and circumference?", (), 6, _m_circle),
+    T("m_ladder", "math", "A {c}-foot ladder leans against a wall with its base {a} feet from the wall. How high up the wall does it reach?", (), 5, _m_ladder),
+    T("m_hyp", "math", "A right triangle has legs of {a} cm and {b} cm. How long is the hypotenuse, rounded to one decimal place?", (), 5, _m_hyp),
+    T("m_volume", "math", "What is the volume of a cylindrical {container} with a radius of {radius} cm and a height of {h} cm? Give the answer in liters as well.", (), 6, _m_volume),
+    T("m_dice", "math", "What is the probability of rolling a total of {s} with two fair six-sided dice?", (), 5, _m_dice),
+    T("m_coins", "math", "If you flip a fair coin {n} times, what is the probability of getting {kind} {k} heads?", (), 7, _m_coins),
+    T("m_cards", "math", "From a well-shuffled standard 52-card deck, what is the probability of drawing {event}?", (), 5, _m_cards),
     T("m_committee", "math", "How many different committees of {k} can be chosen from {n} {people}?",
-      ("How many ways are there if one of the {k} members on the committee from {n} {people} must also be named chair?",), 12, _m_committee),
-    T("m_letters", "math", "How many distinct arrangements are there of the letters in the word {word}?", (), 10, _m_letters),
-    T("m_stats", "math", "Find the mean, median and mode of these numbers: {nums}.", ("What are the range and the standard deviation of {nums}?",), 12, _m_stats),
-    T("m_lcm", "math", "What is the least common multiple of {a} and {b}?", (), 8, _m_two),
-    T("m_gcd", "math", "Find the greatest common divisor of {a} and {b}, and show your steps.", (), 8, _m_two),
-    T("m_factor", "math", "What is the prime factorization of {n}?", (), 8, _m_factor),
-    T("m_isprime", "math", "Is {n} a prime number? Explain how you checked.", (), 8, _m_isprime),
-    T("m_series", "math", "What is the sum of the first {n} terms of the arithmetic sequence {t1}, {t2}, {t3}, ...?", (), 8, _m_series),
-    T("m_nth", "math", "Find the {n}th term of the sequence {t1}, {t2}, {t3}, ... and write a general formula for it.", (), 8, _m_nth_term),
-    T("m_frac", "math", "Add {a}/{b} and {c}/{d}, and simplify the result.", ("Now multiply {a}/{b} by {c}/{d} instead.",), 10, _m_frac),
-    T("m_simple", "math", "If I deposit ${P} at {rate}% simple interest per year, how much interest will I earn in {t} years?", (), 8, _m_simple_interest),
-    T("m_compound", "math", "How much will ${P} grow to after {t} years at {rate}% annual interest compounded monthly?", (), 8, _m_compound),
-    T("m_convert", "math", "Convert {x} {u_from} to {u_to}.", (), 14, _m_convert),
-    T("m_convert_b", "math", "How many {u_to} are in {x} {u_from}? Show the conversion factor you used.", (), 12, _m_convert),
-    T("m_recipe", "math", "A recipe that serves {n} calls for {q} {unit} of {ing}. How much {ing} do I need to serve {m}?", (), 10, _m_recipe),
-    T("m_fuel", "math", "My car uses {l} liters of fuel per 100 km. How much fuel does a {d} km trip need, and what will it cost at ${p} per liter?", (), 8, _m_fuel),
-    T("m_overtime", "math", "{name} earns ${w} an hour, with time-and-a-half for every hour over 40 in a week. How much does {name} earn for working {h} hours in one week?", (), 8, _m_overtime),
-    T("m_tip", "math", "Our dinner bill is ${bill}. We want to leave a {t}% tip and split the total equally among {n} people. How much does each person pay?", (), 8, _m_tip),
-    T("m_paint", "math", "The walls of a room add up to {area} square meters. One liter of paint covers {cov} square meters, and we want two coats. How many {v}-liter cans should we buy?", (), 8, _m_paint),
-    T("m_save", "math", "I want to save ${goal} for {thing} in {m} months, and I already have ${have}. How much should I put aside each month?", (), 8, _m_save),
-    T("m_expo", "math", "Solve for x: {b}^x = {v}.", ("Now solve {b}^(x + {c}) = {v2}.",), 8, _m_expo),
-    T("m_det", "math", "Find the determinant of the matrix {m}.", ("Is the matrix {m} invertible? If so, find its inverse.",), 8, _m_det),
-    T("m_det3", "math", "Compute the determinant of the 3x3 matrix {m} using cofactor expansion.", (), 6, _m_det3),
-    T("m_class", "math", "In a {subject} class of {n} students, {p}% passed the final exam. How many students did not pass?", (), 8, _m_class),
-    T("m_movie", "math", "A movie starts at {start} and runs for {d} minutes. What time does it end?", (), 8, _m_movie),
-    T("m_roundtrip", "math", "I drive to my {place} at {v1} km/h and come back along the same road at {v2} km/h. What is my average speed for the whole round trip?", (), 8, _m_roundtrip),
-    T("m_mixture", "math", "How many liters of a {p1}% {sub} must be mixed with {v} liters of a {p2}% {sub} to get a {p3}% {sub}?", (), 8, _m_mixture),
-    T("m_limit", "math", "Find the limit as x approaches infinity of ({num}) / ({den}).", ("And what is the limit of sin({k}x)/x as x approaches 0?",), 6, _m_limit),
-    T("m_avg", "math", "{name} scored {s1}, {s2} and {s3} on three tests. What score does {name} need on the fourth test to average {target}?", (), 8, _m_avg_needed),
-    T("m_ratio", "math", "Split ${total} between {name} and {name2} in the ratio {a}:{b}. How much does each person get?", (), 8, _m_ratio),
-    T("m_drip", "math", "A leaky tap drips {drops} times a minute, and each drop is about {ml} mL. Roughly how many liters does it waste in a year?", (), 6, _m_drip),
-    T("m_temps", "math", "The daily high temperatures in {city} last week were {temps}. What were the mean and median temperatures?", (), 8, _m_temps),
+      ("How many ways are there if one of the {k} members on the committee from {n} {people} must also be named chair?",), 7, _m_committee),
+    T("m_letters", "math", "How many distinct arrangements are there of the letters in the word {word}?", (), 6, _m_letters),
+    T("m_stats", "math", "Find the mean, median and mode of these numbers: {nums}.", ("What are the range and the standard deviation of {nums}?",), 7, _m_stats),
+    T("m_lcm", "math", "What is the least common multiple of {a} and {b}?", (), 5, _m_two),
+    T("m_gcd", "math", "Find the greatest common divisor of {a} and {b}, and show your steps.", (), 5, _m_two),
+    T("m_factor", "math", "What is the prime factorization of {n}?", (), 5, _m_factor),
+    T("m_isprime", "math", "Is {n} a prime number? Explain how you checked.", (), 5, _m_isprime),
+    T("m_series", "math", "What is the sum of the first {n} terms of the arithmetic sequence {t1}, {t2}, {t3}, ...?", (), 5, _m_series),
+    T("m_nth", "math", "Find the {n}th term of the sequence {t1}, {t2}, {t3}, ... and write a general formula for it.", (), 5, _m_nth_term),
+    T("m_frac", "math", "Add {a}/{b} and {c}/{d}, and simplify the result.", ("Now multiply {a}/{b} by {c}/{d} instead.",), 6, _m_frac),
+    T("m_simple", "math", "If I deposit ${P} at {rate}% simple interest per year, how much interest will I earn in {t} years?", (), 5, _m_simple_interest),
+    T("m_compound", "math", "How much will ${P} grow to after {t} years at {rate}% annual interest compounded monthly?", (), 5, _m_compound),
+    T("m_convert", "math", "Convert {x} {u_from} to {u_to}.", ("Now convert {x} {u_to} back into {u_from}.",), 9, _m_convert),
+    T("m_convert_b", "math", "How many {u_to} are in {x} {u_from}? Show the conversion factor you used.", (), 7, _m_convert),
+    T("m_recipe", "math", "A recipe that serves {n} calls for {q} {unit} of {ing}. How much {ing} do I need to serve {m}?", (), 6, _m_recipe),
+    T("m_fuel", "math", "My car uses {l} liters of fuel per 100 km. How much fuel does a {d} km trip need, and what will it cost at ${p} per liter?", (), 5, _m_fuel),
+    T("m_overtime", "math", "{name} earns ${w} an hour, with time-and-a-half for every hour over 40 in a week. How much does {name} earn for working {h} hours in one week?", (), 5, _m_overtime),
+    T("m_tip", "math", "Our dinner bill is ${bill}. We want to leave a {t}% tip and split the total equally among {n} people. How much does each person pay?", (), 5, _m_tip),
+    T("m_paint", "math", "The walls of a room add up to {area} square meters. One liter of paint covers {cov} square meters, and we want two coats. How many {v}-liter cans should we buy?", (), 5, _m_paint),
+    T("m_save", "math", "I want to save ${goal} for {thing} in {m} months, and I already have ${have}. How much should I put aside each month?", (), 5, _m_save),
+    T("m_expo", "math", "Solve for x: {b}^x = {v}.", ("Now solve {b}^(x + {c}) = {v2}.",), 5, _m_expo),
+    T("m_det", "math", "Find the determinant of the matrix {m}.", ("Is the matrix {m} invertible? If so, find its inverse.",), 5, _m_det),
+    T("m_det3", "math", "Compute the determinant of the 3x3 matrix {m} using cofactor expansion.", (), 5, _m_det3),
+    T("m_class", "math", "In a {subject} class of {n} students, {p}% passed the final exam. How many students did not pass?", (), 5, _m_class),
+    T("m_movie", "math", "A movie starts at {start} and runs for {d} minutes. What time does it end?", (), 5, _m_movie),
+    T("m_roundtrip", "math", "I drive to my {place} at {v1} km/h and come back along the same road at {v2} km/h. What is my average speed for the whole round trip?", (), 5, _m_roundtrip),
+    T("m_mixture", "math", "How many liters of a {p1}% {sub} must be mixed with {v} liters of a {p2}% {sub} to get a {p3}% {sub}?", (), 5, _m_mixture),
+    T("m_limit", "math", "Find the limit as x approaches infinity of ({num}) / ({den}).", ("And what is the limit of sin({k}x)/x as x approaches 0?",), 5, _m_limit),
+    T("m_avg", "math", "{name} scored {s1}, {s2} and {s3} on three tests. What score does {name} need on the fourth test to average {target}?", (), 5, _m_avg_needed),
+    T("m_ratio", "math", "Split ${total} between {name} and {name2} in the ratio {a}:{b}. How much does each person get?", (), 5, _m_ratio),
+    T("m_drip", "math", "A leaky tap drips {drops} times a minute, and each drop is about {ml} mL. Roughly how many liters does it waste in a year?", (), 5, _m_drip),
+    T("m_temps", "math", "The daily high temperatures in {city} last week were {temps}. What were the mean and median temperatures?", (), 5, _m_temps),
 ]
 
 # =================================================================================== reasoning
@@ -771,12 +770,12 @@ def _r_prioritize(r):
 
 
 REASONING_TEMPLATES: list[T] = [
-    T("r_order", "reasoning", "{facts} {q}", (), 40, _r_order),
-    T("r_knights", "reasoning", "On an island, knights always tell the truth and knaves always lie. You meet {a} and {b}. {said} What is each of them?", (), 40, _r_knights),
-    T("r_syllogism", "reasoning", "{syl} Explain your reasoning.", (), 40, _r_syllogism),
-    T("r_conditional", "reasoning", "Rule: {rule} Fact: {fact} What, if anything, can we conclude? Say whether the inference is valid.", (), 30, _r_conditional),
-    T("r_odd", "reasoning", "Which one is the odd one out: {words}? Explain why.", (), 30, _r_odd),
-    T("r_sequence", "reasoning", "What number comes next in this sequence: {seq}, ...? Explain the pattern.", (), 30, _r_sequence),
+    T("r_order", "reasoning", "{facts} {q}", (), 30, _r_order),
+    T("r_knights", "reasoning", "On an island, knights always tell the truth and knaves always lie. You meet {a} and {b}. {said} What is each of them?", (), 30, _r_knights),
+    T("r_syllogism", "reasoning", "{syl} Explain your reasoning.", (), 30, _r_syllogism),
+    T("r_conditional", "reasoning", "Rule: {rule} Fact: {fact} What, if anything, can we conclude? Say whether the inference is valid.", (), 25, _r_conditional),
+    T("r_odd", "reasoning", "Which one is the odd one out: {words}? Explain why.", (), 22, _r_odd),
+    T("r_sequence", "reasoning", "What number comes next in this sequence: {seq}, ...? Explain the pattern.", ("Make up a new sequence that follows a similar kind of rule to {seq}, and give its next term.",), 24, _r_sequence),
     T("r_weekday", "reasoning", "If today is {wd}, what day of the week will it be {n} days from now?", (), 15, _r_weekday),
     T("r_weekday_b", "reasoning", "If today is {wd}, what day of the week was it {n} days ago? Explain the shortcut you use.", (), 10, _r_weekday),
     T("r_months", "reasoning", "In a non-leap year, {m1} 1st falls on a {wd}. What day of the week is {m2} 1st?", (), 15, _r_months),
@@ -784,9 +783,9 @@ REASONING_TEMPLATES: list[T] = [
     T("r_kin", "reasoning", "How is {kin} related to me? If there is more than one possible answer, list them.", (), 14, None),
     T("r_fallacy", "reasoning", "What is wrong with this reasoning, if anything? \"{fallacy}\"",
       ("Rewrite the argument \"{fallacy}\" so that it becomes reasonable.",), 20, None),
-    T("r_fermi", "reasoning", "Roughly how many {fermi}? Walk me through your estimate step by step.", (), 16, None),
-    T("r_observe", "reasoning", "Give at least three possible explanations for this observation, and say how you'd test them: {observation}", (), 16, None),
-    T("r_counterfactual", "reasoning", "What would happen if {counterfactual}? Think through the consequences step by step.", (), 16, None),
+    T("r_fermi", "reasoning", "Roughly how many {fermi}? Walk me through your estimate step by step.", ("Redo the estimate of how many {fermi}, this time giving a low and a high bound.",), 16, None),
+    T("r_observe", "reasoning", "Give at least three possible explanations for this observation, and say how you'd test them: {observation}", ("Which explanation for this do you find most likely, and why? \"{observation}\"",), 16, None),
+    T("r_counterfactual", "reasoning", "What would happen if {counterfactual}? Think through the consequences step by step.", ("In a world where {counterfactual}, which change would ordinary people notice first?",), 16, None),
     T("r_conjunction", "reasoning", "{name} {desc}. Which is more likely: (a) {name} {job}, or (b) {name} {job} and {extra}? Explain.", (), 10, _r_conjunction),
     T("r_prioritize", "reasoning", "I have {hours} hours this afternoon and these tasks: {tasks}. I can't do them all. Which should I do, in what order, and why?", (), 20, _r_prioritize),
 ]
@@ -845,10 +844,10 @@ _SHOP_ITEMS = [("wireless mouse", 24.99), ("USB-C cable", 9.5), ("notebook set",
 def _x_order(r):
     items = r.sample(_SHOP_ITEMS, r.randint(2, 4))
     qtys = [r.randint(1, 4) for _ in items]
-    total = sum(q * p for (_, p), q in zip(items, qtys))
+    total = sum(q * p for (_, p), q in zip(items, qtys, strict=True))
     order_id = f"{r.choice('ABCDEFGHJKLMNPQRSTUVWXYZ')}{r.randint(10000, 99999)}"
     name = r.choice(NAMES)
-    lines = "; ".join(f"{q} x {n} at ${p:.2f}" for (n, p), q in zip(items, qtys))
+    lines = "; ".join(f"{q} x {n} at ${p:.2f}" for (n, p), q in zip(items, qtys, strict=True))
     passage = (f"Hi {name}, thanks for shopping with us! Your order #{order_id} has shipped. It contains: {lines}. "
                f"Shipping was free, so your total is ${total:.2f}. Expect delivery within {r.randint(2, 7)} business days.")
     return {"passage": passage, "order_id": order_id}
@@ -871,7 +870,7 @@ def _x_job(r):
     passage = (f"{company} is hiring a {title} to join our {city} office ({r.choice(['hybrid', 'on-site', 'remote-friendly'])}). "
                f"Pay: ${lo:,}-${lo + r.choice([8, 10, 15, 20]) * 1000:,} a year. You should have {reqs[0]}, {reqs[1]} "
                f"and {reqs[2]}. Apply by {r.choice(_DATES)}.")
-    return {"passage": passage}
+    return {"passage": passage, "company": company, "title": title}
 
 
 _HOODS = ["Riverside", "Old Town", "Hillcrest", "the Arts District", "Northgate", "Harbor View", "Elm Park"]
@@ -1055,7 +1054,7 @@ EXTRACTION_TEMPLATES: list[T] = [
       ("Summarize the main complaint about the {product} in one sentence.",), 24, _x_reviews),
     T("x_order", "extraction", "Extract the order number, each item with its quantity and unit price, and the total from this email. Return JSON.\n\n{passage}",
       ("From order {order_id}, which item cost the most in total (quantity times price)?",), 24, _x_order),
-    T("x_job", "extraction", "Extract the job title, company, city, salary range, requirements and application deadline from this posting as JSON.\n\n{passage}", (), 22, _x_job),
+    T("x_job", "extraction", "Extract the job title, company, city, salary range, requirements and application deadline from this posting as JSON.\n\n{passage}", ("Which of the {title} requirements at {company} would be easiest to learn on the job?",), 22, _x_job),
     T("x_apartment", "extraction", "Put the key details of this listing into a markdown table (bedrooms, size, floor, rent, pets, parking, available from).\n\n{passage}", (), 20, _x_apartment),
     T("x_event", "extraction", "From this invitation, extract event, date, time, location, RSVP deadline and contact as JSON.\n\n{passage}",
       ("Write a short calendar entry title for the {ev} based on that invitation.",), 20, _x_event),
@@ -1067,9 +1066,90 @@ EXTRACTION_TEMPLATES: list[T] = [
     T("x_passage", "extraction", "{instr}\n\n{passage}", (), 60, _x_passage),
 ]
 
+# ======================================================================================== stem
+_MOVERS = [("bowling ball", 5, 9), ("cyclist with her bike", 70, 95), ("small car", 900, 1400), ("tennis ball", 0.057, 0.06),
+           ("sprinter", 60, 90), ("shopping cart", 15, 40), ("delivery drone", 2, 8)]
+
+
+def _s_kinetic(r):
+    obj, lo, hi = r.choice(_MOVERS)
+    m = round(r.uniform(lo, hi), 3 if hi < 1 else 0)
+    return {"obj": obj, "m": f"{m:g}", "v": r.choice([2, 3, 5, 8, 10, 12, 15, 20, 25, 30, 45])}
+
+
+def _s_ohm(r):
+    return {"R": r.choice([10, 22, 47, 100, 220, 330, 470, 1000, 2200]), "V": r.choice([1.5, 3, 5, 9, 12, 24])}
+
+
+def _s_radio(r):
+    band = r.choice(["FM", "AM"])
+    f = f"{r.uniform(88, 108):.1f} MHz" if band == "FM" else f"{r.choice(range(540, 1700, 10))} kHz"
+    return {"band": band, "f": f}
+
+
+def _s_ph(r):
+    return {"c": r.choice(["0.1", "0.01", "0.001", "0.05", "0.002", "0.0005", "0.2"]),
+            "acid": r.choice(["hydrochloric acid", "nitric acid"])}
+
+
+def _s_gas(r):
+    return {"V": r.choice([1, 2, 5, 10, 22.4, 25, 50]), "n": r.choice([0.5, 1, 1.5, 2, 3, 4]),
+            "T": r.choice([273, 298, 300, 350, 400, 500])}
+
+
+def _s_heat(r):
+    t1 = r.randint(5, 30)
+    return {"m": r.choice([0.25, 0.5, 1, 1.5, 2, 5]), "t1": t1, "t2": r.choice([40, 60, 80, 100])}
+
+
+def _s_collision(r):
+    return {"m1": r.randint(1, 12), "v1": r.randint(1, 9), "m2": r.randint(1, 12)}
+
+
+def _s_pendulum(r):
+    return {"L": r.choice([0.25, 0.5, 0.75, 1, 1.5, 2, 3, 10]),
+            "where": r.choice(["on Earth", "on the Moon (g = 1.62 m/s^2)", "on Mars (g = 3.71 m/s^2)"])}
+
+
+def _s_punnett(r):
+    trait = r.choice([("tall (T)", "short (t)", "T"), ("purple flowers (P)", "white flowers (p)", "P"),
+                      ("round seeds (R)", "wrinkled seeds (r)", "R"), ("brown fur (B)", "white fur (b)", "B")])
+    big, small = trait[2], trait[2].lower()
+    g = [f"homozygous dominant ({big}{big})", f"heterozygous ({big}{small})", f"homozygous recessive ({small}{small})"]
+    g1, g2 = r.choice(g), r.choice(g)
+    return {"dom": trait[0], "rec": trait[1], "g1": g1, "g2": g2,
+            "organism": "guinea pigs" if big == "B" else "pea plants"}
+
+
+def _s_halflife(r):
+    iso, hl, unit = r.choice([("iodine-131", 8, "days"), ("carbon-14", 5730, "years"), ("radon-222", 3.8, "days"),
+                              ("cobalt-60", 5.3, "years"), ("technetium-99m", 6, "hours"), ("strontium-90", 29, "years")])
+    k = r.choice([2, 3, 4, 5])
+    return {"iso": iso, "hl": f"{hl:g}", "unit": unit, "m": r.choice([10, 16, 40, 80, 100, 200]), "t": f"{hl * k:g}"}
+
+
+def _s_density(r):
+    return {"m": r.choice(range(20, 900, 7)), "v": r.choice(range(10, 400, 3)),
+            "obj": r.choice(["block of wood", "metal cube", "plastic toy", "stone", "candle", "cork stopper"])}
+
+
+STEM_TEMPLATES: list[T] = [
+    T("s_kinetic", "stem", "What is the kinetic energy of a {m} kg {obj} moving at {v} m/s?", (), 12, _s_kinetic),
+    T("s_ohm", "stem", "A {R}-ohm resistor is connected across a {V} V battery. What current flows, and how much power does the resistor dissipate?", (), 12, _s_ohm),
+    T("s_radio", "stem", "An {band} radio station broadcasts at {f}. What is the wavelength of its signal?", (), 10, _s_radio),
+    T("s_ph", "stem", "What is the pH of a {c} M solution of {acid}? Explain the assumption you make.", (), 8, _s_ph),
+    T("s_gas", "stem", "A {V} L container holds {n} mol of an ideal gas at {T} K. What is the pressure in kilopascals?", (), 10, _s_gas),
+    T("s_heat", "stem", "How much energy does it take to heat {m} kg of water from {t1}°C to {t2}°C?", (), 10, _s_heat),
+    T("s_collision", "stem", "A {m1} kg cart moving at {v1} m/s hits a {m2} kg cart at rest and they stick together. How fast do they move afterwards, and how much kinetic energy is lost?", (), 10, _s_collision),
+    T("s_pendulum", "stem", "What is the period of a simple pendulum {L} m long {where}?", (), 10, _s_pendulum),
+    T("s_punnett", "stem", "In {organism}, {dom} is dominant over {rec}. If you cross a {g1} parent with a {g2} parent, what proportions of genotypes and phenotypes do you expect?", (), 10, _s_punnett),
+    T("s_halflife", "stem", "{iso} has a half-life of {hl} {unit}. How much of a {m} g sample is left after {t} {unit}?", (), 10, _s_halflife),
+    T("s_density", "stem", "A {obj} has a mass of {m} g and a volume of {v} cm^3. What is its density, and would it sink or stay on top in fresh water?", (), 10, _s_density),
+]
+
 SUMMARY_TEMPLATES: list[T] = [
-    T("w_summary", "writing", "Summarize this passage in two sentences for {summary_audience}:\n\n{passage}", (), 30,
+    T("w_summary", "writing", "Summarize this passage in two sentences for {summary_audience}:\n\n{passage}", (), 20,
       lambda r: {"passage": r.choice(PASSAGES)[1]}),
 ]
 
-GEN_TEMPLATES = MATH_TEMPLATES + REASONING_TEMPLATES + EXTRACTION_TEMPLATES + SUMMARY_TEMPLATES
+GEN_TEMPLATES = MATH_TEMPLATES + REASONING_TEMPLATES + EXTRACTION_TEMPLATES + STEM_TEMPLATES + SUMMARY_TEMPLATES

@@ -272,23 +272,23 @@ SLOTS["negotiation"] = [
     ("a wedding caterer", "a couple whose guest list just grew by 40 people", "Can you keep the price per head the same?"),
     ("a software vendor", "an IT manager renewing a license for 200 seats", "We'd renew for three years at a 25% discount."),
     ("a teenager's parent", "a teenager negotiating a later curfew", "If I get home by midnight I'll text you every hour."),
-    ("a bookstore owner", "a local author who wants her book displayed at the front", "I'll do a free reading event if you display it."),
+    ("a gift shop owner", "a local potter who wants her mugs displayed at the front", "I'll run a free workshop in your shop if you display them."),
     ("a contractor", "a homeowner who thinks the roof repair quote is too high", "Your competitor quoted $2,000 less."),
     ("a gallery owner", "an artist negotiating commission on sales", "I'd like the commission cut from 50% to 35%."),
     ("a travel agent", "a customer wanting a refund on a non-refundable tour", "Could I at least get a voucher for next year?"),
     ("a farmer selling hay", "a stable owner who needs 300 bales", "I'll buy all 300 if you deliver for free."),
 ]
 SLOTS["complaint"] = [
-    ("a bank's customer service agent", "a card payment I don't recognize"),
-    ("a train company's agent", "my train was canceled and I missed a connection"),
-    ("an online store's support agent", "I received the wrong size of shoes"),
-    ("a hotel receptionist", "my room smells of smoke"),
-    ("a phone company's agent", "I was charged twice this month"),
-    ("a restaurant manager", "my food arrived cold"),
-    ("an electricity company's agent", "my bill is three times higher than usual"),
-    ("a car rental agent", "the car I reserved isn't available"),
-    ("a gym's front desk worker", "the showers have been broken for a week"),
-    ("a furniture store's delivery coordinator", "my sofa delivery was missed twice"),
+    ("a bank's customer service agent", "there's a card payment I don't recognize", "the unknown payment"),
+    ("a train company's agent", "my train was canceled and I missed a connection", "the missed connection"),
+    ("an online store's support agent", "I received the wrong size of shoes", "the wrong shoes"),
+    ("a hotel receptionist", "my room smells of smoke", "the smoky room"),
+    ("a phone company's agent", "I was charged twice this month", "the double charge"),
+    ("a restaurant manager", "my food arrived cold", "the cold food"),
+    ("an electricity company's agent", "my bill is three times higher than usual", "the huge bill"),
+    ("a car rental agent", "the car I reserved isn't available", "the missing rental car"),
+    ("a gym's front desk worker", "the showers have been broken for a week", "the broken showers"),
+    ("a furniture store's delivery coordinator", "my sofa delivery was missed twice", "the missed sofa delivery"),
 ]
 SLOTS["figure"] = [
     "Leonardo da Vinci", "Cleopatra", "Isaac Newton", "Ada Lovelace", "Nikola Tesla",
@@ -762,40 +762,40 @@ TEXT_TEMPLATES: list[T] = [
     T("w_poem", "writing", "Write a {poem_form} about {poem_topic}.", (
         "Now rewrite the poem about {poem_topic} from a child's point of view.",
         "Give your {poem_form} a title and explain the imagery you chose for {poem_topic}.",
-    ), 40),
+    ), 30),
     T("w_poem_tone", "writing", "Could you write me a {poem_tone} poem about {poem_topic}? {poem_constraint}", (
         "Make the poem about {poem_topic} more {poem_tone2} in tone, keeping the same structure.",
-    ), 40),
+    ), 30),
     T("w_story", "writing", "Write a short story of about {story_length} words about {story_premise}.", (
         "Retell the story about {story_premise} in exactly five sentences.",
         "Write an alternative ending to the story about {story_premise}.",
-    ), 38),
+    ), 28),
     T("w_opening", "writing", "Write the opening scene of a {genre} story about {story_premise}.", (
         "Continue the {genre} story with a twist the reader won't see coming.",
-    ), 32),
+    ), 22),
     T("w_email", "writing", "Write a {email_tone} email to {email[0]} {email[1]}.", (
         "Now shorten the email to {email[0]} to three sentences while keeping it {email_tone}.",
         "Write the reply {email[0]} might send back.",
-    ), 45),
-    T("w_email_help", "writing", "I need to email {email[0]} {email[1]}. Can you draft something I can send today? Keep it {email_tone}.", (), 20),
+    ), 30),
+    T("w_email_help", "writing", "I need to email {email[0]} {email[1]}. Can you draft something I can send today? Keep it {email_tone}.", (), 12),
     T("w_cover", "writing", "Write a cover letter for a {job} position. For context, I {experience}.", (
         "Cut the {job} cover letter down to 150 words.",
-    ), 28),
+    ), 18),
     T("w_speech", "writing", "Write a short speech for {speech}.", (
         "Add a light joke near the beginning of the speech for {speech}.",
-    ), 20),
+    ), 12),
     T("w_product", "writing", "Write a catchy product description for {product}, about 100 words.", (
         "Now write three short taglines for {product}.",
-    ), 24),
-    T("w_announce", "writing", "Write a {platform} announcing {announcement}.", (), 30),
-    T("w_rewrite", "writing", "Rewrite this sentence to sound more {style}: \"{plain_sentence}\"", (), 40),
+    ), 18),
+    T("w_announce", "writing", "Write a {platform} announcing {announcement}.", (), 16),
+    T("w_rewrite", "writing", "Rewrite this sentence to sound more {style}: \"{plain_sentence}\"", ("Now rewrite \"{plain_sentence}\" to sound {style2} instead.",), 20),
     T("w_blog_outline", "writing", "Create a detailed outline for a blog post about {blog_topic}.", (
         "Write the introduction paragraph for the post about {blog_topic} based on that outline.",
-    ), 22),
-    T("w_blog_intro", "writing", "Write an engaging 120-word introduction for a blog post on {blog_topic}.", (), 16),
+    ), 16),
+    T("w_blog_intro", "writing", "Write an engaging 120-word introduction for a blog post on {blog_topic}.", (), 12),
     T("w_names", "writing", "Brainstorm ten name ideas for {business}, with a one-line explanation for each.", (
         "Pick your favorite name for {business} and write a slogan for it.",
-    ), 16),
+    ), 14),
     T("w_letter", "writing", "Write a letter from {letter_pair[0]} to {letter_pair[1]}.", (), 12),
     T("w_bedtime", "writing", "Write a bedtime story for a five-year-old about {kid_topic}. Keep the language simple.", (
         "Turn the story about {kid_topic} into a rhyming version.",
@@ -813,13 +813,13 @@ TEXT_TEMPLATES: list[T] = [
     T("r_persona_b", "roleplay", "For the rest of this chat, talk like {persona}. First question: {figure_q}", (), 25),
     T("r_negotiate", "roleplay", "Let's role-play a negotiation. You are {negotiation[0]} and I am {negotiation[1]}. Make your opening move.", (
         "{negotiation[2]} How do you respond?",
-    ), 26),
+    ), 14),
     T("r_interview", "roleplay", "Act as an interviewer for a {interview_job} role and ask me your first tough question.", (
         "As the interviewer for the {interview_job} role, give me honest feedback on this answer: 'My biggest strength is staying calm under pressure.'",
-    ), 20),
+    ), 10),
     T("r_service", "roleplay", "You are {complaint[0]}. I'm contacting you because {complaint[1]}. Respond as you would on the phone.", (
-        "That doesn't solve my problem with {complaint[1]}. I'd like to speak to a supervisor.",
-    ), 20),
+        "I've already tried that, and it didn't fix {complaint[2]}. I'd like to speak to a supervisor.",
+    ), 10),
     T("r_figure", "roleplay", "Imagine you are {figure}. {figure_q}", (
         "As {figure}, what do you think history got wrong about you?",
     ), 40),
@@ -828,20 +828,20 @@ TEXT_TEMPLATES: list[T] = [
         "I take the second choice. What happens next to the {adventure[0]}?",
     ), 10),
     T("r_pro", "roleplay", "You are {pro_client[0]} and I'm your client. {pro_client[1]}. What do you ask me first?", (), 12),
-    T("r_explain_as", "roleplay", "Explain {simple_topic} as if you were {explainer_style}.", (), 40),
+    T("r_explain_as", "roleplay", "Explain {simple_topic} as if you were {explainer_style}.", ("Now explain {simple_topic} again, but as {explainer_style2}.",), 45),
     # ----------------------------------------------------------------------- coding
     T("c_func", "coding", "Write a {lang} function that {code_task}.", (
         "Add unit tests for the {lang} function.",
         "Can you make the function that {code_task} more efficient, or explain why it already is?",
     ), 60),
-    T("c_func_b", "coding", "How would you implement a function in {lang} that {code_task}? Please include comments.", (), 40),
+    T("c_func_b", "coding", "How would you implement a function in {lang} that {code_task}? Please include comments.", ("Rewrite that solution in {lang2}.",), 40),
     T("c_concept", "coding", "Explain {code_concept} with a short example in {lang}.", (
         "What are common mistakes people make with {code_concept} in {lang}?",
     ), 45),
     T("c_compare", "coding", "What are the differences between {tech_pair[0]} and {tech_pair[1]}? When would you choose each?", (), 23),
     T("c_bug", "coding", "Find the bug in this {bug[0]} code and explain how to fix it:\n\n{bug[1]}", (), 15),
-    T("c_explain", "coding", "What does this {snippet[0]} code do?\n\n{snippet[1]}", (), 12),
-    T("c_sql", "coding", "Write a SQL query that {sql_task}. Assume reasonable table and column names and state them.", (), 10),
+    T("c_explain", "coding", "What does this {snippet[0]} code do?\n\n{snippet[1]}", (), 11),
+    T("c_sql", "coding", "Write a SQL query that {sql_task}. Assume reasonable table and column names and state them.", ("How would an index help the query that {sql_task}? Which column would you index?",), 10),
     T("c_git", "coding", "How do I {git_task} in git?", (), 10),
     T("c_shell", "coding", "Give me a shell command to {shell_task}.", (), 10),
     T("c_regex", "coding", "Write a regular expression that matches {regex_target}, and explain each part.", (), 10),
@@ -856,15 +856,15 @@ TEXT_TEMPLATES: list[T] = [
     T("s_pair", "stem", "What is the difference between {stem_pair[0]} and {stem_pair[1]}?", (
         "Give an everyday example that shows the difference between {stem_pair[0]} and {stem_pair[1]}.",
     ), 20),
-    T("s_why", "stem", "Why {why_q}?", (), 20),
-    T("s_organelle", "stem", "What is the function of {organelle} in a cell?", (), 10),
+    T("s_why", "stem", "Why {why_q}?", ("Suggest a simple experiment or observation that shows why {why_q}.",), 20),
+    T("s_organelle", "stem", "What is the function of {organelle} in a cell?", ("What happens to a cell when {organelle} stops working properly?",), 10),
     T("s_moles", "stem", "How many moles are in {grams} grams of {compound[0]} ({compound[1]})? Show the calculation.", (), 20),
     T("s_balance", "stem", "Balance this chemical equation and explain your steps: {equation}", (), 10),
     T("s_history", "stem", "Describe {science_history} and why it mattered.", (), 12),
     # ----------------------------------------------------------------------- humanities
     T("h_event", "humanities", "What were the main causes and consequences of {event}?", (
         "How is {event} remembered differently in different countries?",
-    ), 33),
+    ), 28),
     T("h_event_b", "humanities", "Give me a brief overview of {event}, suitable for a high school essay.", (), 25),
     T("h_book", "humanities", "Summarize the plot and main themes of {book[0]} by {book[1]}.", (
         "Is {book[0]} still relevant today? Why or why not?",
@@ -876,10 +876,10 @@ TEXT_TEMPLATES: list[T] = [
     T("h_econ", "humanities", "Explain {econ} with a real-world example.", (
         "How do governments usually respond to problems related to {econ}?",
     ), 20),
-    T("h_art", "humanities", "What are the key characteristics of {art_movement}? Name a few representative works.", (), 16),
+    T("h_art", "humanities", "What are the key characteristics of {art_movement}? Name a few representative works.", ("How did {art_movement} influence the artists who came after it?",), 16),
     T("h_river", "humanities", "What role did {river_civ[0]} play in the development of {river_civ[1]}?", (), 8),
     T("h_debate", "humanities", "Discuss the claim that {debate}. Present both sides fairly.", (), 12),
-    T("h_compare", "humanities", "Compare and contrast {compare_h[0]} and {compare_h[1]}.", (), 12),
+    T("h_compare", "humanities", "Compare and contrast {compare_h[0]} and {compare_h[1]}.", ("Which do you think had the greater lasting influence, {compare_h[0]} or {compare_h[1]}?",), 12),
     T("h_language", "humanities", "{language_q}", (), 10),
     T("h_place", "humanities", "Why has {place_culture} been an important cultural crossroads throughout history?", (), 12),
     # ----------------------------------------------------------------------- everyday
@@ -893,16 +893,27 @@ TEXT_TEMPLATES: list[T] = [
         "How should I get around {city}, and what should I avoid?",
     ), 55),
     T("e_finance", "everyday", "What's a realistic plan to {finance_goal}?", (), 10),
-    T("e_term", "everyday", "Can you explain {finance_term} like I'm new to personal finance?", (), 14),
-    T("e_home", "everyday", "How do I {home_task}?", (), 18),
-    T("e_habit", "everyday", "What are some practical tips for {habit}?", (), 14),
+    T("e_term", "everyday", "Can you explain {finance_term} like I'm new to personal finance?", ("What are the risks I should know about with {finance_term}?",), 14),
+    T("e_home", "everyday", "How do I {home_task}?", ("What tools and supplies do I need to {home_task}?",), 18),
+    T("e_habit", "everyday", "What are some practical tips for {habit}?", ("How do I keep up {habit} during a busy week?",), 14),
     T("e_social", "everyday", "{social_situation} How should I handle it?", (
         "What exactly should I say? Give me a script for the situation: {social_situation}",
     ), 12),
-    T("e_gift", "everyday", "What's a good gift for {gift_for} who likes {hobby}? My budget is {budget}.", (), 40),
+    T("e_gift", "everyday", "What's a good gift for {gift_for} who likes {hobby}? My budget is {budget}.", ("Suggest something handmade instead for {gift_for}, still related to {hobby}.",), 40),
     T("e_device", "everyday", "My {device_problem[0]} {device_problem[1]}. What should I try?", (), 10),
-    T("e_idiom", "everyday", "What does '{idiom}' mean, and where does the expression come from?", (), 20),
+    T("e_idiom", "everyday", "What does '{idiom}' mean, and where does the expression come from?", ("Use '{idiom}' in three example sentences.",), 20),
     T("e_choice", "everyday", "{choice[0]} or {choice[1]}: which is better for {choice[2]}?", (), 12),
     T("e_pet", "everyday", "I have {pet_q[0]}. {pet_q[1]}", (), 8),
     T("e_plan", "everyday", "Help me plan {plan_event}. What do I need and what's a good timeline?", (), 10),
+    # ----------------------------------------------------------------------- added variety
+    T("r_persona_topic", "roleplay", "You are {persona}. Explain {simple_topic} to me without breaking character.", (
+        "Still as {persona}, answer this: why should I care about {simple_topic}?",
+    ), 30),
+    T("r_journalist", "roleplay", "I'm a journalist who has travelled back in time to interview you, {figure}. My first question: {figure_q}", (), 16),
+    T("h_figure", "humanities", "Why is {figure} considered historically important?", (
+        "What is a common myth or misconception about {figure}?",
+    ), 16),
+    T("h_event_people", "humanities", "How did {event} affect the daily lives of ordinary people?", (), 20),
+    T("h_philo_apply", "humanities", "How might {philosophy[0]}'s idea of {philosophy[1]} apply to a modern problem such as social media or climate change?", (), 12),
+    T("h_character", "humanities", "Analyze the main character of {book[0]} by {book[1]}. What drives them, and do they change?", (), 16),
 ]

@@ -1,0 +1,140 @@
+"""The CLI contract, run as a user runs it: a subprocess of the installed `redrafter`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import mlx.core as mx
+import pytest
+from mlx_lm import load as mlx_lm_load
+from mlx_lm import stream_generate
+from mlx_lm.sample_utils import make_sampler
+
+REDRAFTER = shutil.which("redrafter") or str(Path(sys.executable).parent / "redrafter")
+AR_PROMPTS = [
+    "What is the capital of France?",
+    "Write a haiku about autumn leaves.",
+    "Explain what a hash table is in one paragraph.",
+    "List three prime numbers greater than 50.",
+    "Translate 'good morning' into Spanish and German.",
+    "Give me a tip for sleeping better.",
+    "What is 12 times 13?",
+    "Write a Python function that reverses a string.",
+    "Summarise the plot of Romeo and Juliet in two sentences.",
+    "Why is the sky blue?",
+    "Name a famous painting by Vermeer.",
+]
+
+
+def run(*args: str, env: dict | None = None, stdin: str | None = None, cwd: Path | None = None):
+    return subprocess.run(
+        [REDRAFTER, *args], capture_output=True, text=True, input=stdin, timeout=600,
+        env={**os.environ, "COLUMNS": "200", **(env or {})}, cwd=cwd,
+    )
+
+
+def assert_one_line_error(result, code: int = 1, fragment: str = "") -> None:
+    assert result.returncode == code, (result.returncode, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+    assert "Traceback" not in result.stderr
+    assert fragment in lines[0]
+
+
+def test_greedy_ar_matches_mlx_lm_on_the_exported_model(tmp_path):
+    """`generate --mode ar --json` equals mlx-lm greedy generation on `redrafter export`."""
+    folder = tmp_path / "exported"
+    exported = run("export", "--out", str(folder))
+    assert exported.returncode == 0, exported.stderr
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in AR_PROMPTS))
+    result = run("generate", "--mode", "ar", "--prompts-file", str(prompts), "-m", "24", "--json", "-M", str(folder))
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["prompt"] for r in records] == AR_PROMPTS
+    model, tokenizer = mlx_lm_load(str(folder))
+    for r in records:
+        assert set(r) >= {"prompt", "prompt_tokens", "tokens", "text", "num_tokens", "steps", "tokens_per_step",
+                          "prompt_tps", "generation_tps", "peak_memory_gb"}
+        expected = [
+            response.token
+            for response in stream_generate(model, tokenizer, mx.array(r["prompt_tokens"]), max_tokens=24,
+                                            sampler=make_sampler(0.0))
+            if response.token not in tokenizer.eos_token_ids
+        ]
+        assert r["tokens"] == expected
+        assert r["num_tokens"] == len(r["tokens"]) and r["tokens_per_step"] == 1.0
+
+
+def test_prompt_from_stdin_and_plain_output():
+    result = run("generate", "--mode", "ar", "-p", "-", "-m", "12", stdin="What is the capital of France?")
+    assert result.returncode == 0, result.stderr
+    assert "Paris" in result.stdout
+    assert "tokens-per-sec" in result.stderr
+
+
+def test_info_reports_fast_blas_after_reexec():
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    result = subprocess.run([REDRAFTER, "info"], capture_output=True, text=True, env={**env, "COLUMNS": "300"})
+    assert result.returncode == 0, result.stderr
+    from redrafter_mlx.runtime import find_openblas
+
+    if sys.platform == "linux" and find_openblas():
+        assert "blas=OpenBLAS" in result.stdout
+    disabled = subprocess.run([REDRAFTER, "info"], capture_output=True, text=True,
+                              env={**env, "COLUMNS": "300", "REDRAFTER_NO_OPENBLAS": "1"})
+    assert "blas=OpenBLAS" not in disabled.stdout
+
+
+@pytest.mark.parametrize(
+    "args, code, fragment",
+    [
+        (["generate", "-p", "hi", "-M", "./no/such/folder"], 1, "not found"),
+        (["generate", "-p", "hi", "-M", "llama-99b"], 1, "alias"),
+        (["generate", "-p", "hi", "--mode", "ar", "-M", "vicuna-7b"], 1, "lmsys/vicuna-7b-v1.3"),
+        (["generate", "-p", "hi", "-w", "0"], 2, "--beam-width"),
+        (["generate", "-p", "hi", "--mode", "fast"], 2, "--mode"),
+        (["generate", "-p", "hi", "--dtype", "float64", "--mode", "ar"], 1, "dtype"),
+        (["generate", "-p", "hi", "-d", "./no/such/drafter"], 1, "not found"),
+        (["generate"], 2, "--prompt"),
+    ],
+)
+def test_bad_input_gives_one_line_error(tmp_path, args, code, fragment):
+    offline = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    assert_one_line_error(run(*args, env=offline), code, fragment)
+
+
+def test_bad_prompts_file_and_existing_export_target(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "no prompt field"}\n')
+    assert_one_line_error(run("generate", "--prompts-file", str(bad), "--mode", "ar"), 2, "prompt")
+    target = tmp_path / "taken"
+    target.mkdir()
+    (target / "keep.txt").write_text("user data")
+    assert_one_line_error(run("export", "--out", str(target)), 1)
+    assert (target / "keep.txt").read_text() == "user data" and len(list(target.iterdir())) == 1
+
+
+def test_wheel_installs_cli_under_the_package_namespace(tmp_path):
+    """`pip install .` puts cli/, quantize/, profiling/ under redrafter_mlx, nothing generic."""
+    root = Path(__file__).resolve().parents[1]
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target),
+         str(root)],
+        check=True, capture_output=True, timeout=600,
+    )
+    top_level = {p.name for p in target.iterdir() if not p.name.endswith((".dist-info", ".egg-info"))}
+    assert top_level == {"redrafter_mlx", "bin"} or top_level == {"redrafter_mlx"}
+    for sub in ("cli/main.py", "quantize/__init__.py", "profiling/timers.py", "models/llama.py"):
+        assert (target / "redrafter_mlx" / sub).exists(), sub
+    help_text = subprocess.run(
+        [sys.executable, "-m", "redrafter_mlx.cli", "--help"], capture_output=True, text=True, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(target)}, timeout=300,
+    )
+    assert help_text.returncode == 0 and "generate" in help_text.stdout, help_text.stderr

@@ -1,0 +1,117 @@
+"""The shipped chat prompt sets: size, schema, no train/eval leakage, deterministic regeneration."""
+
+from __future__ import annotations
+
+from collections import Counter
+from importlib import resources
+
+import pytest
+
+from redrafter_mlx.data import CATEGORIES, load_prompts
+from redrafter_mlx.data import build_prompts as bp
+from redrafter_mlx.data.eval_set import RESERVED_TERMS
+
+KEYS = {"id", "category", "prompt", "turns", "multi_turn", "source"}
+
+
+@pytest.fixture(scope="module")
+def train() -> list[dict]:
+    return load_prompts("train")
+
+
+@pytest.fixture(scope="module")
+def evals() -> list[dict]:
+    return load_prompts("eval")
+
+
+def test_counts(train, evals):
+    assert len(train) >= 2000
+    assert len(evals) >= 80
+
+
+def test_categories(train, evals):
+    tc, ec = Counter(r["category"] for r in train), Counter(r["category"] for r in evals)
+    for cat in CATEGORIES:
+        assert tc[cat] >= 150, (cat, tc[cat])
+        assert ec[cat] >= 10, (cat, ec[cat])
+    allowed = set(bp.ALL_CATEGORIES)
+    assert set(tc) <= allowed and set(ec) <= allowed
+
+
+@pytest.mark.parametrize("split", ["train", "eval"])
+def test_schema(split):
+    rows = load_prompts(split)
+    ids = [r["id"] for r in rows]
+    assert len(set(ids)) == len(ids)
+    for r in rows:
+        assert set(r) == KEYS, r["id"]
+        assert isinstance(r["id"], str) and r["id"].startswith(split)
+        assert isinstance(r["prompt"], str) and r["prompt"].strip()
+        turns = r["turns"]
+        assert isinstance(turns, list) and 1 <= len(turns) <= 2
+        assert all(isinstance(t, str) and t.strip() for t in turns)
+        assert turns[-1] == r["prompt"]
+        assert r["multi_turn"] is (len(turns) == 2)
+        assert isinstance(r["source"], str) and r["source"]
+    assert sum(r["multi_turn"] for r in rows) >= 0.05 * len(rows)
+
+
+def test_eval_is_hand_written(evals):
+    assert {r["source"] for r in evals} == {"handwritten"}
+
+
+def test_no_duplicates_inside_train(train):
+    prompts = [bp.normalize(r["prompt"]) for r in train]
+    assert len(set(prompts)) == len(prompts)
+    turns = [bp.normalize(t) for r in train for t in r["turns"]]
+    assert len(set(turns)) == len(turns)
+
+
+def test_no_train_eval_overlap(train, evals):
+    train_turns = [t for r in train for t in r["turns"]]
+    eval_turns = [t for r in evals for t in r["turns"]]
+    # exact and normalized text
+    assert not set(train_turns) & set(eval_turns)
+    assert not {bp.normalize(t) for t in train_turns} & {bp.normalize(t) for t in eval_turns}
+    # near-identical: content-word Jaccard similarity stays below the builder's threshold
+    train_sets = [bp.content_words(t) for t in train_turns]
+    for et in eval_turns:
+        e = bp.content_words(et)
+        for s, tt in zip(train_sets, train_turns, strict=True):
+            inter = len(e & s)
+            if inter:
+                assert inter / len(e | s) < bp.SIM_THRESHOLD, (et, tt)
+
+
+def test_reserved_eval_terms_absent_from_train(train):
+    guard = bp.EvalGuard([], RESERVED_TERMS)
+    hits = [(r["id"], m.group(1)) for r in train for t in r["turns"]
+            if (m := guard.reserved.search(bp.normalize(t)))]
+    assert not hits
+
+
+def test_template_share(train):
+    per_source = Counter(r["source"] for r in train if r["source"].startswith("template:"))
+    assert len(per_source) >= 100
+    assert max(per_source.values()) <= bp.MAX_TEMPLATE_SHARE * len(train)
+
+
+def test_sources(train):
+    kinds = Counter(r["source"].split(":")[0] for r in train)
+    assert set(kinds) == {"template", "handwritten", "humaneval"}
+    assert kinds["humaneval"] >= 150
+    files = resources.files("redrafter_mlx.data")
+    assert "MIT License" in files.joinpath("HUMANEVAL_LICENSE.txt").read_text(encoding="utf-8")
+
+
+def test_regeneration_is_byte_identical(tmp_path):
+    paths = bp.build(tmp_path)
+    files = resources.files("redrafter_mlx.data")
+    for split, path in paths.items():
+        shipped = files.joinpath(bp.TRAIN_FILE if split == "train" else bp.EVAL_FILE).read_bytes()
+        assert path.read_bytes() == shipped, f"{split} prompts differ from a fresh build"
+
+
+def test_unknown_split():
+    with pytest.raises(ValueError):
+        load_prompts("validation")
