@@ -25,4 +25,18 @@ def load_prompts(split: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-__all__ = ["CATEGORIES", "SPLITS", "load_prompts"]
+def balanced_subset(records: list[dict], n: int) -> list[dict]:
+    """The first n records taken round-robin over categories (a stable, category-balanced sample)."""
+    by_category: dict[str, list[dict]] = {}
+    for record in records:
+        by_category.setdefault(record["category"], []).append(record)
+    queues = list(by_category.values())
+    picked: list[dict] = []
+    while len(picked) < min(n, len(records)):
+        for queue in queues:
+            if queue and len(picked) < n:
+                picked.append(queue.pop(0))
+    return picked
+
+
+__all__ = ["CATEGORIES", "SPLITS", "balanced_subset", "load_prompts"]

@@ -1,0 +1,94 @@
+"""`redrafter bench`: mlx-lm AR vs our AR vs ReDrafter on the same prompt ids, one run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from redrafter_mlx import runtime
+from redrafter_mlx.data import balanced_subset, load_prompts
+from redrafter_mlx.loading import DEFAULT_MODEL, load, load_drafter_for
+from redrafter_mlx.profiling import bench as runner
+from redrafter_mlx.prompting import encode_prompt
+
+from .app import app, console, friendly_errors, print_json
+from .generate import check_beam_shape, read_prompts
+from .options import BeamLengthOpt, BeamWidthOpt, DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt
+
+
+@app.command()
+@friendly_errors
+def bench(
+    model: ModelOpt = DEFAULT_MODEL,
+    drafter: DrafterOpt = None,
+    beam_width: BeamWidthOpt = 3,
+    beam_length: BeamLengthOpt = 5,
+    prompts_file: Annotated[
+        Optional[Path], typer.Option("--prompts-file", help="JSON lines with 'prompt' (default: held-out eval set).")
+    ] = None,
+    num_prompts: Annotated[int, typer.Option("--num-prompts", "-n", min=1, help="Prompts to run.")] = 16,
+    max_tokens: MaxTokensOpt = 128,
+    dtype: DTypeOpt = None,
+    skip_mlx_lm: Annotated[bool, typer.Option("--skip-mlx-lm", help="Do not run the mlx-lm peer.")] = False,
+    profile: Annotated[bool, typer.Option("--profile", help="Per-phase ReDrafter timings (slower).")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the results as one JSON object.")] = False,
+) -> None:
+    """Throughput, tokens/step, compression, memory and output identity of all three decoders."""
+    check_beam_shape(beam_width, beam_length)
+    dtype_ = runtime.parse_dtype(dtype)
+    texts = (read_prompts(None, prompts_file) if prompts_file else
+             [r["prompt"] for r in balanced_subset(load_prompts("eval"), num_prompts)])[:num_prompts]
+    loaded = load(model, dtype_)
+    draft_model = load_drafter_for(loaded, drafter, dtype_)
+    prompts = [encode_prompt(loaded.tokenizer, t, vicuna=loaded.is_vicuna) for t in texts]
+    console.print(f"[dim]{runtime.describe(dtype_)}; {len(prompts)} prompts, {max_tokens} max tokens, "
+                  f"W={beam_width} L={beam_length}[/dim]")
+    runner.warm_up(loaded, draft_model, beam_width, beam_length)
+    results = []
+    with runner.scratch_dir() as scratch:
+        if not skip_mlx_lm:
+            results.append(runner.run_mlx_lm(runner.mlx_lm_folder(loaded, Path(scratch)), prompts, max_tokens))
+    results.append(runner.run_ours(loaded, None, prompts, max_tokens))
+    results.append(runner.run_ours(loaded, draft_model, prompts, max_tokens, beam_width, beam_length, profile))
+    report = summarise(results, beam_width * beam_length)
+    report |= {"model": model, "beam_width": beam_width, "beam_length": beam_length, "prompts": len(prompts),
+               "max_tokens": max_tokens, "runtime": runtime.describe(dtype_)}
+    if json_out:
+        print_json(report)
+    else:
+        show(report)
+
+
+def summarise(results: list[runner.MethodResult], beam_cells: int) -> dict:
+    """Ratios against the first method and identity of outputs with our AR."""
+    base = results[0].tokens_per_s
+    ours_ar = next(r for r in results if r.name == "AR (ours)")
+    methods = []
+    for r in results:
+        entry = r.summary() | {"speedup_vs_first": r.tokens_per_s / base if base else None,
+                               "identical_to_ar": r.tokens == ours_ar.tokens}
+        if r.verified:
+            entry["compression"] = entry["mean_verified_tokens"] / beam_cells
+        methods.append(entry)
+    return {"baseline": results[0].name, "methods": methods}
+
+
+def show(report: dict) -> None:
+    table = Table(title=f"redrafter bench ({report['prompts']} prompts, W={report['beam_width']} "
+                        f"L={report['beam_length']})")
+    for column in ("method", "tokens/s", f"x {report['baseline']}", "tokens/step", "compression",
+                   "peak GB", "same as AR"):
+        table.add_column(column, justify="right" if column != "method" else "left")
+    for m in report["methods"]:
+        table.add_row(m["name"], f"{m['tokens_per_s']:.1f}", f"{m['speedup_vs_first']:.2f}",
+                      f"{m['tokens_per_step']:.2f}", f"{m['compression']:.2f}" if "compression" in m else "-",
+                      f"{m['peak_memory_gb']:.2f}", "yes" if m["identical_to_ar"] else "NO")
+    Console().print(table)
+    redrafter = report["methods"][-1]
+    if redrafter["phase_times"]:
+        total = sum(redrafter["phase_times"].values())
+        Console().print("phases: " + ", ".join(f"{k} {v / total:.0%}" for k, v in redrafter["phase_times"].items()))

@@ -1,0 +1,135 @@
+"""Benchmark runner: mlx-lm greedy generation (the peer), our AR, and ReDrafter, on the same
+prompt ids, timed the same way.
+
+Throughput is measured by the harness for all three methods from token arrival times:
+decode tokens/s = (tokens - 1) / (last arrival - first arrival), summed over prompts, so
+prefill is excluded and every method is clocked identically.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import mlx.core as mx
+from mlx.utils import tree_flatten
+
+from redrafter_mlx.decoding import GenerationStats, generate, make_greedy_or_sampler
+from redrafter_mlx.drafter import Drafter
+from redrafter_mlx.export import export_hf_folder
+from redrafter_mlx.loading import LoadedModel
+
+from .timers import PhaseTimer
+
+
+@dataclass
+class MethodResult:
+    """Totals for one decoding method over all prompts."""
+
+    name: str
+    tokens: list[list[int]] = field(default_factory=list)
+    decode_tokens: int = 0  # tokens after the first, summed over prompts
+    decode_time: float = 0.0
+    steps: int = 0
+    accepted: int = 0
+    verified: list[int] = field(default_factory=list)
+    peak_memory_gb: float = 0.0
+    phase_times: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.decode_tokens / self.decode_time if self.decode_time else 0.0
+
+    @property
+    def tokens_per_step(self) -> float:
+        return self.accepted / self.steps if self.steps else 1.0
+
+    def summary(self) -> dict:
+        out = {k: v for k, v in asdict(self).items() if k not in ("tokens", "verified")}
+        out |= {"tokens_per_s": self.tokens_per_s, "tokens_per_step": self.tokens_per_step,
+                "num_tokens": sum(map(len, self.tokens))}
+        if self.verified:
+            out["mean_verified_tokens"] = sum(self.verified) / len(self.verified)
+        return out
+
+
+Decoder = Callable[[list[int]], Iterator[tuple[list[int], GenerationStats | None]]]
+
+
+def mlx_lm_folder(loaded: LoadedModel, scratch: Path) -> Path:
+    """A folder mlx-lm can load holding the very same weights (exported when needed)."""
+    if loaded.source.is_dir():
+        return loaded.source
+    weights = dict(tree_flatten(loaded.model.parameters()))
+    return export_hf_folder(loaded.config, weights, loaded.tokenizer._tokenizer, scratch / "model")
+
+
+def run_mlx_lm(folder: Path, prompts: list[list[int]], max_tokens: int) -> MethodResult:
+    """mlx-lm's own greedy `stream_generate` on the same weights and prompt ids."""
+    from mlx_lm import load as mlx_lm_load
+    from mlx_lm import stream_generate
+
+    model, tokenizer = mlx_lm_load(str(folder))
+
+    def decode(ids: list[int]):
+        for response in stream_generate(model, tokenizer, mx.array(ids), max_tokens=max_tokens,
+                                        sampler=make_greedy_or_sampler()):
+            if response.token in tokenizer.eos_token_ids:
+                return
+            yield [response.token], None
+
+    return measure(MethodResult("mlx-lm AR"), prompts, decode)
+
+
+def run_ours(
+    loaded: LoadedModel, drafter: Drafter | None, prompts: list[list[int]], max_tokens: int,
+    beam_width: int = 3, beam_length: int = 5, profile: bool = False,
+) -> MethodResult:
+    """Our AR (drafter None) or ReDrafter, optionally with per-phase profiling."""
+    timer = PhaseTimer(profile)
+
+    def decode(ids: list[int]):
+        for step in generate(loaded.model, ids, drafter=drafter, beam_width=beam_width, beam_length=beam_length,
+                             max_tokens=max_tokens, eos_ids=loaded.tokenizer.eos_token_ids, timer=timer):
+            yield step.tokens, step.stats
+
+    result = measure(MethodResult("ReDrafter" if drafter else "AR (ours)"), prompts, decode)
+    result.phase_times = dict(timer.totals)
+    return result
+
+
+def measure(result: MethodResult, prompts: list[list[int]], decode: Decoder) -> MethodResult:
+    """Drain `decode` for every prompt, timing token arrivals, and fill `result`."""
+    mx.reset_peak_memory()
+    for ids in prompts:
+        tokens: list[int] = []
+        stats = None
+        first = last = time.perf_counter()
+        for block, stats in decode(ids):
+            last = time.perf_counter()
+            if not tokens:
+                first = last
+            tokens += block
+        result.tokens.append(tokens)
+        result.decode_tokens += max(len(tokens) - 1, 0)
+        result.decode_time += last - first
+        result.steps += len(stats.accepted_per_step) if stats else max(len(tokens) - 1, 0)
+        result.accepted += sum(stats.accepted_per_step) if stats else max(len(tokens) - 1, 0)
+        result.verified += stats.verified_tokens if stats else []
+    result.peak_memory_gb = mx.get_peak_memory() / 1e9
+    return result
+
+
+def warm_up(loaded: LoadedModel, drafter: Drafter | None, beam_width: int, beam_length: int) -> None:
+    """One short run of each decoder so one-time costs do not land on the first prompt."""
+    ids = loaded.tokenizer.encode("Hello")
+    for d in (None, drafter):
+        for _ in generate(loaded.model, ids, drafter=d, beam_width=beam_width, beam_length=beam_length, max_tokens=8):
+            pass
+
+
+def scratch_dir() -> tempfile.TemporaryDirectory:
+    return tempfile.TemporaryDirectory(prefix="redrafter-bench-")

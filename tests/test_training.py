@@ -1,0 +1,193 @@
+"""Drafter training: distillation file handling, Eq. 2 alignment with beam search, learning,
+resume. Tiny random Llamas with a tiny vocabulary, so everything runs in seconds."""
+
+from __future__ import annotations
+
+import json
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from mlx.utils import tree_flatten
+
+from redrafter_mlx.beam_search import beam_search
+from redrafter_mlx.distill import DistillRecord, distill, read_distill_file
+from redrafter_mlx.drafter import load_drafter
+from redrafter_mlx.training import (
+    TrainConfig,
+    accuracy,
+    llm_hidden_states,
+    make_drafter,
+    select_token_subset,
+    train_drafter,
+    windows,
+)
+
+from .conftest import random_model, tiny_config
+
+VOCAB = 64
+
+
+def tiny(seed: int = 0):
+    config = tiny_config(vocab_size=VOCAB)
+    return random_model(config, seed), config
+
+
+def pattern_records(n: int, length: int = 24, seed: int = 0) -> list[DistillRecord]:
+    """Responses y_{k+1} = y_k + step (mod V), step in {1, 2} per sequence: predictable from
+    the context, unlike random tokens."""
+    rng = np.random.default_rng(seed)
+    records = []
+    for i in range(n):
+        start, step = int(rng.integers(VOCAB)), int(rng.choice([1, 2]))
+        prompt = [int(x) for x in rng.integers(0, VOCAB, 4)]
+        response = [(start + step * k) % VOCAB for k in range(length)]
+        records.append(DistillRecord(f"r{i}", prompt, response, 0.0, "length"))
+    return records
+
+
+def test_windows_match_inference_semantics():
+    r = DistillRecord("a", [10, 11, 12], [20, 21, 22, 23], 0.0, "stop")
+    positions, win = windows(r, predict=2)
+    # t = 2 (last prompt token) produced y_3 = 20, the first guaranteed token.
+    assert positions.tolist() == [2, 3, 4, 5]
+    assert win.tolist() == [[20, 21, 22], [21, 22, 23], [22, 23, -1], [23, -1, -1]]
+
+
+def test_token_subset_most_frequent_first():
+    recs = [DistillRecord("a", [1], [5, 5, 5, 7, 7, 3], 0.0, "stop")]
+    assert select_token_subset(recs, 3, VOCAB).tolist() == [5, 7, 3]
+    assert select_token_subset(recs, 5, VOCAB).tolist() == [5, 7, 3, 0, 1]
+
+
+def _cfg(**kw) -> TrainConfig:
+    base = dict(exit_dim=64, num_draft_layers=1, rnn=True, token_subset_size=None, predict=3,
+                lr=3e-3, warmup_steps=5, batch_positions=256, steps=150, eval_every=1000,
+                checkpoint_every=1000, eval_prompts=0, save_dtype="float32")
+    return TrainConfig(**(base | kw))
+
+
+def test_loss_falls_and_accuracy_beats_random(tmp_path):
+    model, config = tiny()
+    train_recs, held_recs = pattern_records(40, seed=0), pattern_records(8, seed=1)
+    train = llm_hidden_states(model, train_recs, 3)
+    held = llm_hidden_states(model, held_recs, 3)
+    cfg = _cfg()
+    baseline = accuracy(make_drafter(cfg, config, model.embedding, None, seed=7), model.embedding, *held, 3)
+    result = train_drafter(model, config, train, held, tmp_path, cfg)
+    losses = json.loads((tmp_path / "checkpoint" / "train_state.json").read_text())["losses"]
+    assert np.mean(losses[-10:]) < 0.3 * np.mean(losses[:5])
+    trained = result.history[-1]
+    for j in range(3):
+        assert trained["top1"][j] > baseline["top1"][j] + 0.5, (trained, baseline)
+        assert trained["top1"][j] > 0.6
+
+
+def test_memorised_sequence_is_beam_searched_from_the_right_state(tmp_path):
+    """Training targets = inference semantics: after memorising one sequence, beam search
+    from h_t and the guaranteed token y_{t+1} drafts exactly y_{t+2..t+T+1}."""
+    model, config = tiny(seed=3)
+    rng = np.random.default_rng(5)
+    seq = rng.permutation(VOCAB)[:28].tolist()
+    rec = DistillRecord("m", seq[:4], seq[4:], 0.0, "length")
+    data = llm_hidden_states(model, [rec], 4)
+    cfg = _cfg(predict=4, steps=250, lr=1e-2, batch_positions=len(data[0]), num_draft_layers=2)
+    result = train_drafter(model, config, data, data, tmp_path, cfg)
+    drafter = result.drafter
+    hidden = model(mx.array([seq]))[0]
+    for t in (3, 8, 15):  # t = 3: last prompt token
+        beams, _ = beam_search(drafter, model.embedding, hidden[t], mx.array(seq[t + 1]), 2, 5)
+        assert beams[0].tolist() == seq[t + 1 : t + 6]
+
+
+def test_trimmed_tied_drafter_trains_and_round_trips(tmp_path):
+    model, config = tiny()
+    recs = pattern_records(30)
+    data = llm_hidden_states(model, recs, 2)
+    ids = select_token_subset(recs, 48, VOCAB)
+    cfg = _cfg(predict=2, head_tied=True, token_subset_size=48, steps=40, save_dtype="float16")
+    out = tmp_path / "drafter"
+    result = train_drafter(model, config, data, data, tmp_path, cfg, token_ids=ids, out_dir=out)
+    loaded = load_drafter(out)
+    assert loaded.config.head_tied and loaded.config.token_subset_size == 48
+    assert np.array_equal(np.array(loaded.token_ids), ids)
+    assert loaded.head_proj.weight.dtype == mx.float32  # stored float16, loaded float32
+    h = mx.array(data[0][:4])
+    s = loaded.init_state((4,))
+    np.testing.assert_allclose(
+        np.array(loaded.logits(h, s, model.embedding)), np.array(result.drafter.logits(h, s, model.embedding)),
+        atol=2e-2,
+    )
+
+
+def test_resume_continues_exactly(tmp_path):
+    """Interrupted right after its step-4 checkpoint and resumed, a run ends with the same
+    weights as an uninterrupted one (same data stream, optimizer state and schedule)."""
+    model, config = tiny()
+    data = llm_hidden_states(model, pattern_records(20), 3)
+    cfg = _cfg(steps=8, batch_positions=64, checkpoint_every=4)
+    straight = dict(tree_flatten(train_drafter(model, config, data, data, tmp_path / "a", cfg).drafter.parameters()))
+    _interrupted(model, config, data, tmp_path / "b", cfg, stop_after=4)
+    state = json.loads((tmp_path / "b" / "checkpoint" / "train_state.json").read_text())
+    assert state["step"] == 4
+    resumed = train_drafter(model, config, data, data, tmp_path / "b", cfg, resume=True)
+    assert resumed.steps == 8
+    again = dict(tree_flatten(resumed.drafter.parameters()))
+    assert again.keys() == straight.keys()
+    for k, v in again.items():
+        np.testing.assert_allclose(np.array(v), np.array(straight[k]), atol=1e-5, err_msg=k)
+
+
+def _interrupted(model, config, data, work, cfg, stop_after: int) -> None:
+    """Run `cfg` but raise KeyboardInterrupt right after the checkpoint at `stop_after`."""
+    import redrafter_mlx.training as training
+
+    original = training._save_checkpoint
+
+    def save_then_stop(folder, drafter, opt, state):
+        original(folder, drafter, opt, state)
+        if state["step"] >= stop_after:
+            raise KeyboardInterrupt
+
+    training._save_checkpoint = save_then_stop
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train_drafter(model, config, data, data, work, cfg)
+    finally:
+        training._save_checkpoint = original
+
+
+class CharTokenizer:
+    """No chat template: encode_prompt falls back to `encode`."""
+
+    has_chat_template = False
+    eos_token_ids = {2}
+    eos_token_id = 2
+
+    def encode(self, text: str) -> list[int]:
+        return [3 + ord(c) % (VOCAB - 3) for c in text]
+
+
+def test_distill_resumes_without_duplicates(tmp_path):
+    model, config = tiny()
+    prompts = [{"id": f"p{i}", "prompt": f"prompt number {i} " * (1 + i % 3)} for i in range(7)]
+    out = tmp_path / "distill.jsonl"
+    first = distill(model, CharTokenizer(), config, prompts, out, max_new_tokens=12, batch_size=4,
+                    max_prompts_this_run=3)
+    assert first.prompts_done == 3
+    with out.open("a") as f:
+        f.write('{"id": "p6", "prompt_ids": [1, 2')  # a write torn by a kill
+    second = distill(model, CharTokenizer(), config, prompts, out, max_new_tokens=12, batch_size=4)
+    assert second.prompts_skipped == 3 and second.prompts_done == 4
+    records = read_distill_file(out)
+    assert sorted(r.id for r in records) == [f"p{i}" for i in range(7)]
+    assert all(0 < len(r.response_ids) <= 12 for r in records)
+    assert {r.temp for r in records} == {0.0, 0.7}  # half greedy, half sampled
+    third = distill(model, CharTokenizer(), config, prompts, out, max_new_tokens=12)
+    assert third.prompts_done == 0 and len(read_distill_file(out)) == 7
+    # Greedy answers are the model's own argmax continuations.
+    greedy = next(r for r in records if r.temp == 0.0)
+    ids = greedy.prompt_ids + greedy.response_ids
+    logits = model.logits(model(mx.array([ids])))[0]
+    expected = mx.argmax(logits, axis=-1).tolist()[len(greedy.prompt_ids) - 1 : len(ids) - 1]
+    assert greedy.response_ids == expected
