@@ -27,7 +27,7 @@ run: install
 	$(VENV)/bin/redrafter generate -p "$(PROMPT)" --max-tokens 128 --verbose
 
 test: install
-	$(RUN_ENV) $(PY) -m pytest tests
+	$(RUN_ENV) $(PY) -m pytest -q --durations=10 tests
 
 bench: install
 	$(VENV)/bin/redrafter bench --json

@@ -164,19 +164,33 @@ def generate_batched(
         completion_batch_size=batch_size, prefill_batch_size=min(batch_size, 8),
     )
     samplers = {t: make_sampler(temp=t) for t in {job[2] for job in jobs}}
+    # Keep at most `batch_size` sequences in flight and top up as they finish: inserting
+    # every prompt at once makes mlx-lm prefill far ahead of generation (measured 2x slower).
+    pending = list(reversed(jobs))
+    by_uid: dict[int, tuple[str, list[int], float]] = {}
+    tokens: dict[int, list[int]] = {}
+
+    def top_up(count: int) -> None:
+        batch = [pending.pop() for _ in range(min(count, len(pending)))]
+        if not batch:
+            return
+        uids = gen.insert([job[1] for job in batch], [max_new_tokens] * len(batch),
+                          samplers=[samplers[job[2]] for job in batch])
+        for uid, job in zip(uids, batch):
+            by_uid[uid], tokens[uid] = job, []
+
     try:
-        uids = gen.insert(
-            [job[1] for job in jobs], [max_new_tokens] * len(jobs),
-            samplers=[samplers[job[2]] for job in jobs],
-        )
-        by_uid = {uid: job for uid, job in zip(uids, jobs)}
-        tokens: dict[int, list[int]] = {uid: [] for uid in uids}
+        top_up(batch_size)
         while responses := gen.next_generated():
+            finished = 0
             for r in responses:
                 tokens[r.uid].append(int(r.token))
                 if r.finish_reason is not None:
-                    job = by_uid[r.uid]
+                    job = by_uid.pop(r.uid)
+                    finished += 1
                     yield DistillRecord(job[0], list(job[1]), tokens.pop(r.uid), job[2], r.finish_reason)
+            if finished:
+                top_up(finished)
     finally:
         gen.close()
 

@@ -19,9 +19,11 @@ from .conftest import random_model, tiny_config
 PROMPTS = ["What is the capital of France?", "Name three colours of the rainbow."]
 
 
-def random_drafter(vocab: int, hidden: int, seed: int = 0) -> Drafter:
+def random_drafter(vocab: int, hidden: int, seed: int = 0, tied: bool = False) -> Drafter:
+    """Reference architecture (2 ResBlocks, exit 2 * hidden), or a cheap tied-head variant."""
     mx.random.seed(seed)
-    drafter = Drafter(DrafterConfig(vocab_size=vocab, hidden_size=hidden, num_draft_layers=2, rnn=True))
+    shape = {"exit_dim": hidden, "head_tied": True, "num_draft_layers": 1} if tied else {"num_draft_layers": 2}
+    drafter = Drafter(DrafterConfig(vocab_size=vocab, hidden_size=hidden, rnn=True, **shape))
     mx.eval(drafter.parameters())
     return drafter
 
@@ -36,7 +38,7 @@ def collect(steps) -> tuple[list[int], decoding.GenerationStats]:
 
 @pytest.fixture(scope="module")
 def embedded_runs(embedded):
-    """Greedy AR reference outputs for the test prompts."""
+    """Greedy AR reference outputs (20 tokens, stopping at EOS) for the test prompts."""
     eos = embedded.tokenizer.eos_token_ids
     runs = []
     for text in PROMPTS:
@@ -47,10 +49,16 @@ def embedded_runs(embedded):
     return runs
 
 
+@pytest.fixture(scope="module")
+def long_answers(embedded, embedded_runs):
+    """40 greedy tokens per prompt, generated through any EOS (what an oracle drafter knows)."""
+    return [collect(generate_ar(embedded.model, ids, max_tokens=40))[0] for ids, _, _ in embedded_runs]
+
+
 @pytest.mark.parametrize("beam_width", [1, 2, 4, 8])
 @pytest.mark.parametrize("beam_length", [2, 3, 5])
 def test_greedy_redrafter_matches_autoregressive_with_random_drafter(embedded, embedded_runs, beam_width, beam_length):
-    drafter = random_drafter(49152, 576)
+    drafter = random_drafter(49152, 576, tied=True)
     for ids, expected, reason in embedded_runs:
         tokens, stats = collect(
             generate_redrafter(
@@ -86,12 +94,14 @@ def oracle_search(answer: list[int]):
     return search
 
 
-@pytest.mark.parametrize("max_tokens", [7, 9, 30])
-def test_multi_token_blocks_stop_at_eos_and_max_tokens_mid_block(embedded, embedded_runs, monkeypatch, max_tokens):
+@pytest.mark.parametrize("max_tokens", [7, 9, 30])  # 7 and 9 end mid-block, 30 at EOS
+def test_multi_token_blocks_stop_at_eos_and_max_tokens_mid_block(
+    embedded, embedded_runs, long_answers, monkeypatch, max_tokens
+):
     eos = embedded.tokenizer.eos_token_ids
-    for ids, _, _ in embedded_runs:
-        full, _ = collect(generate_ar(embedded.model, ids, max_tokens=max_tokens, eos_ids=eos))
-        answer, _ = collect(generate_ar(embedded.model, ids, max_tokens=64, eos_ids=frozenset()))
+    for (ids, _, _), answer in zip(embedded_runs, long_answers):
+        stop = next((i for i, t in enumerate(answer) if t in eos), len(answer))
+        full = answer[: min(stop, max_tokens)]  # what greedy AR emits
         cache = embedded.model.make_cache()
         monkeypatch.setattr(decoding, "beam_search", oracle_search(answer))
         tokens, stats = collect(
@@ -106,7 +116,7 @@ def test_multi_token_blocks_stop_at_eos_and_max_tokens_mid_block(embedded, embed
 def test_cache_is_reusable_for_a_second_turn(embedded, embedded_runs):
     """Continuing from a ReDrafter cache gives what a fresh AR run on the full history gives."""
     ids, first, _ = embedded_runs[1]
-    drafter = random_drafter(49152, 576, seed=1)
+    drafter = random_drafter(49152, 576, seed=1, tied=True)
     cache = embedded.model.make_cache()
     collect(generate_redrafter(embedded.model, drafter, ids, max_tokens=len(first), cache=cache))
     follow_up = [first[-1]] + embedded.tokenizer.encode(" And two more?")

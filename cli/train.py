@@ -1,0 +1,160 @@
+"""`redrafter train`: distil the LLM's own answers, then train a drafter on them."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from redrafter_mlx import runtime
+from redrafter_mlx.loading import DEFAULT_MODEL, load
+
+from .app import UsageError, app, console, friendly_errors
+from .options import DTypeOpt, ModelOpt
+
+WORK = "training"  # OUT/training/: distillation data, hidden-state cache, checkpoint, log
+
+
+def read_prompt_file(path: Path) -> list[dict]:
+    """JSONL with a "prompt" (or "turns") field per line; ids default to the line number."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such prompts file")
+    records = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UsageError(f"{path}:{i + 1}: invalid JSON ({e.msg})") from None
+        if isinstance(r, str):
+            r = {"prompt": r}
+        if not isinstance(r, dict) or not (r.get("prompt") or r.get("turns")):
+            raise UsageError(f"{path}:{i + 1}: expected an object with a \"prompt\" field")
+        r.setdefault("id", f"line-{i + 1}")
+        records.append(r)
+    return records
+
+
+def eval_prompt_ids(tokenizer, count: int) -> list[list[int]]:
+    """`count` held-out eval prompts, spread over the categories (never training prompts)."""
+    from redrafter_mlx.data import load_prompts
+    from redrafter_mlx.distill import first_user_message
+    from redrafter_mlx.prompting import encode_prompt
+
+    prompts = load_prompts("eval")
+    if count <= 0 or not prompts:
+        return []
+    stride = max(1, len(prompts) // count)
+    return [encode_prompt(tokenizer, first_user_message(p)) for p in prompts[::stride][:count]]
+
+
+@app.command()
+@friendly_errors
+def train(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Drafter folder to write (config.json + model.safetensors; work files in OUT/training/).")],
+    model: ModelOpt = DEFAULT_MODEL,
+    prompts: Annotated[Optional[Path], typer.Option("--prompts", help="Training prompts JSONL (default: the shipped train set).")] = None,
+    distill_data: Annotated[Optional[Path], typer.Option("--distill-data", help="Distillation JSONL to use/extend (default OUT/training/distill.jsonl).")] = None,
+    max_prompts: Annotated[int, typer.Option("--max-prompts", min=1, help="Prompts to distil.")] = 600,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Answer length cap.")] = 128,
+    distill_batch: Annotated[int, typer.Option("--distill-batch", min=1, help="Sequences decoded together.")] = 64,
+    sampled_fraction: Annotated[float, typer.Option("--sampled-fraction", min=0.0, max=1.0, help="Share of answers sampled (rest greedy).")] = 0.5,
+    distill_temp: Annotated[float, typer.Option("--distill-temp", min=0.0, help="Temperature of sampled answers.")] = 0.7,
+    skip_distill: Annotated[bool, typer.Option("--skip-distill", help="Train on the distillation data as it is.")] = False,
+    exit_dim: Annotated[int, typer.Option("--exit-dim", help="Drafter width (<=0: 2 x hidden).")] = 576,
+    layers: Annotated[int, typer.Option("--layers", min=0, help="ResBlocks.")] = 2,
+    rnn: Annotated[bool, typer.Option("--rnn/--no-rnn", help="RNN state update (else sum of embeddings).")] = True,
+    tied: Annotated[bool, typer.Option("--tied/--untied", help="Tie the head to the LLM embedding.")] = False,
+    token_subset: Annotated[int, typer.Option("--token-subset", min=0, help="Head vocabulary size K (0: full vocabulary).")] = 8192,
+    predict: Annotated[int, typer.Option("--predict", min=1, help="Tokens predicted per position (T).")] = 4,
+    lr: Annotated[float, typer.Option("--lr", min=0.0)] = 1e-3,
+    batch_positions: Annotated[int, typer.Option("--batch-positions", min=1, help="Positions per micro-batch.")] = 1024,
+    grad_accum: Annotated[int, typer.Option("--grad-accum", min=1)] = 1,
+    steps: Annotated[Optional[int], typer.Option("--steps", min=1, help="Optimizer steps (overrides --epochs).")] = None,
+    epochs: Annotated[float, typer.Option("--epochs", min=0.0)] = 4.0,
+    eval_every: Annotated[int, typer.Option("--eval-every", min=1)] = 250,
+    eval_prompts: Annotated[int, typer.Option("--eval-prompts", min=0, help="Held-out prompts decoded at each eval.")] = 4,
+    beam_width: Annotated[int, typer.Option("--beam-width", "-W", min=1)] = 4,
+    beam_length: Annotated[int, typer.Option("--beam-length", "-L", min=1)] = 5,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    dtype: DTypeOpt = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run in OUT.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Delete a non-empty OUT and start over.")] = False,
+) -> None:
+    """Train a ReDrafter drafter for MODEL: distil its answers, then fit the drafter (Eq. 2)."""
+    from redrafter_mlx.distill import distill
+    from redrafter_mlx.training import TrainConfig, prepare_data, train_drafter
+
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not resume:
+        if not force:
+            raise UsageError(f"{out} is not empty: pass --resume to continue or --force to start over")
+        shutil.rmtree(out)
+    work = out / WORK
+    work.mkdir(parents=True, exist_ok=True)
+    data_file = distill_data or work / "distill.jsonl"
+    cfg = TrainConfig(
+        exit_dim=exit_dim, num_draft_layers=layers, rnn=rnn, head_tied=tied,
+        token_subset_size=token_subset or None, predict=predict, lr=lr,
+        batch_positions=batch_positions, grad_accum=grad_accum, steps=steps, epochs=epochs,
+        eval_every=eval_every, checkpoint_every=eval_every, eval_prompts=eval_prompts,
+        beam_width=beam_width, beam_length=beam_length, seed=seed,
+    )
+    loaded = load(model, runtime.parse_dtype(dtype))
+    (work / "run.json").write_text(json.dumps({"model": model, "config": cfg.__dict__}, indent=1) + "\n")
+
+    if not skip_distill:
+        records = read_prompt_file(prompts) if prompts else _shipped_train_prompts()
+        random.Random(seed).shuffle(records)
+        stats = distill(
+            loaded.model, loaded.tokenizer, loaded.config, records[:max_prompts], data_file,
+            max_new_tokens=max_new_tokens, batch_size=distill_batch,
+            sampled_fraction=sampled_fraction, temp=distill_temp, seed=seed, progress=console,
+        )
+        console.print(
+            f"distillation: {stats.prompts_done} new answers, {stats.prompts_skipped} already done, "
+            f"{stats.tokens} tokens in {stats.seconds:.0f}s ({stats.tokens_per_second:.1f} tok/s)"
+        )
+    elif not Path(data_file).is_file():
+        raise UsageError(f"{data_file}: no distillation data (drop --skip-distill to generate it)")
+
+    tic = time.perf_counter()
+    data = prepare_data(loaded.model, data_file, work / "hidden_cache", cfg,
+                        loaded.config["vocab_size"], console=console)
+    console.print(
+        f"data: {data['train_records']} training / {data['heldout_records']} held-out sequences, "
+        f"{len(data['train'][0])} positions; token subset covers {100 * data['coverage']:.1f}% "
+        f"of held-out targets ({time.perf_counter() - tic:.0f}s)"
+    )
+    log_file = work / "log.jsonl"
+
+    def log(entry: dict) -> None:
+        with log_file.open("a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+    eos = frozenset(loaded.tokenizer.eos_token_ids or [])
+    result = train_drafter(
+        loaded.model, loaded.config, data["train"], data["heldout"], work, cfg,
+        token_ids=data["token_ids"], eval_prompt_ids=eval_prompt_ids(loaded.tokenizer, eval_prompts),
+        eos_ids=eos, resume=resume, out_dir=out, console=console, log=log,
+    )
+    best = result.best or {}
+    summary = f"best at step {best.get('step')}"
+    if "tokens_per_step" in best:
+        summary += f": {best['tokens_per_step']:.2f} tokens/step"
+    if "top1" in best:
+        summary += ", top-1 " + "/".join(f"{a:.2f}" for a in best["top1"])
+    console.print(f"{summary}\nwrote {out}")
+
+
+def _shipped_train_prompts() -> list[dict]:
+    from redrafter_mlx.data import load_prompts
+
+    return load_prompts("train")
