@@ -28,6 +28,17 @@ def vicuna_prompt(messages: list[Message]) -> str:
     return text + "ASSISTANT:"
 
 
+def encode_messages(
+    tokenizer: TokenizerWrapper, messages: list[Message], *, use_chat_template: bool = True, vicuna: bool = False
+) -> list[int]:
+    """Ids of a conversation, ending with the assistant's turn to speak."""
+    if use_chat_template and tokenizer.has_chat_template:
+        return list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
+    if use_chat_template and vicuna:
+        return tokenizer.encode(vicuna_prompt(messages))
+    return tokenizer.encode("\n".join(m["content"] for m in messages if m["role"] != "system"))
+
+
 def encode_prompt(
     tokenizer: TokenizerWrapper,
     prompt: str,
@@ -40,8 +51,4 @@ def encode_prompt(
     messages = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
         {"role": "user", "content": prompt}
     ]
-    if use_chat_template and tokenizer.has_chat_template:
-        return list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
-    if use_chat_template and vicuna:
-        return tokenizer.encode(vicuna_prompt(messages))
-    return tokenizer.encode(prompt)
+    return encode_messages(tokenizer, messages, use_chat_template=use_chat_template, vicuna=vicuna)
