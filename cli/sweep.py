@@ -1,0 +1,90 @@
+"""`redrafter sweep`: beam width x beam length grid -> sweep.csv + heatmaps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from redrafter_mlx import runtime
+from redrafter_mlx.data import balanced_subset, load_prompts
+from redrafter_mlx.loading import DEFAULT_MODEL, load, load_drafter_for
+from redrafter_mlx.profiling import bench as runner
+from redrafter_mlx.profiling.sweep import grid, plot_all, run_sweep
+from redrafter_mlx.prompting import encode_prompt
+
+from .app import UsageError, app, console, friendly_errors
+from .generate import read_prompts
+from .options import DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt
+
+
+def parse_sizes(text: str, name: str) -> list[int]:
+    try:
+        sizes = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise UsageError(f"{name}: expected comma-separated integers, got {text!r}") from None
+    if not sizes or sizes[0] < 1:
+        raise UsageError(f"{name}: values must be >= 1, got {text!r}")
+    return sizes
+
+
+@app.command()
+@friendly_errors
+def sweep(
+    beam_widths: Annotated[str, typer.Option("--beam-widths", help="Comma-separated W values.")] = "1,2,3,4",
+    beam_lengths: Annotated[str, typer.Option("--beam-lengths", help="Comma-separated L values.")] = "2,3,4,5",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for sweep.csv and the PNGs.")] = Path("sweep"),
+    model: ModelOpt = DEFAULT_MODEL,
+    drafter: DrafterOpt = None,
+    prompts_file: Annotated[Optional[Path], typer.Option("--prompts-file", help="JSON lines with 'prompt'.")] = None,
+    num_prompts: Annotated[int, typer.Option("--num-prompts", "-n", min=1)] = 8,
+    max_tokens: MaxTokensOpt = 96,
+    dtype: DTypeOpt = None,
+) -> None:
+    """Measure AR once and ReDrafter for every (W, L); resumable (finished cells are kept)."""
+    widths, lengths = parse_sizes(beam_widths, "--beam-widths"), parse_sizes(beam_lengths, "--beam-lengths")
+    dtype_ = runtime.parse_dtype(dtype)
+    texts = (read_prompts(None, prompts_file) if prompts_file else
+             [r["prompt"] for r in balanced_subset(load_prompts("eval"), num_prompts)])[:num_prompts]
+    loaded = load(model, dtype_)
+    draft_model = load_drafter_for(loaded, drafter, dtype_)
+    prompts = [encode_prompt(loaded.tokenizer, t, vicuna=loaded.is_vicuna) for t in texts]
+    out.mkdir(parents=True, exist_ok=True)
+    runner.warm_up(loaded, draft_model, widths[0], lengths[0])
+    ar = runner.run_ours(loaded, None, prompts, max_tokens)
+
+    def measure_cell(width: int, length: int) -> dict:
+        r = runner.run_ours(loaded, draft_model, prompts, max_tokens, width, length)
+        return {"tokens_per_s": r.tokens_per_s, "speedup": r.tokens_per_s / ar.tokens_per_s,
+                "tokens_per_step": r.tokens_per_step,
+                "compression": sum(r.verified) / len(r.verified) / (width * length) if r.verified else 1.0}
+
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+               TimeRemainingColumn())
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task(f"sweep (AR {ar.tokens_per_s:.1f} tok/s)", total=len(widths) * len(lengths))
+        rows = run_sweep(widths, lengths, out, measure_cell, lambda w, l: progress.advance(task))
+    images = plot_all(rows, out, f"{model}, {len(prompts)} prompts, {max_tokens} tokens, AR {ar.tokens_per_s:.1f} tok/s")
+    show(rows)
+    console.print(f"wrote {out / 'sweep.csv'} and {', '.join(p.name for p in images)}")
+
+
+def show(rows: list[dict]) -> None:
+    """Speedup heatmap as a table, coloured from red (slower than AR) to green."""
+    widths, lengths, values = grid(rows, "speedup")
+    table = Table(title="speedup vs AR")
+    table.add_column("W \\ L")
+    for length in lengths:
+        table.add_column(str(length), justify="right")
+    best = values.max()
+    for i, width in enumerate(widths):
+        cells = []
+        for v in values[i]:
+            style = "bold green" if v == best else "green" if v >= 1 else "red"
+            cells.append(f"[{style}]{v:.2f}x[/{style}]")
+        table.add_row(str(width), *cells)
+    Console().print(table)
