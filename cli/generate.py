@@ -133,6 +133,7 @@ def generate(
     beam_width: BeamWidthOpt = 3,
     beam_length: BeamLengthOpt = 5,
     profile: Annotated[bool, typer.Option("--profile", help="Per-phase timings (evaluates at phase ends).")] = False,
+    trace: Annotated[Optional[Path], typer.Option("--trace", help="With --profile: write a Chrome trace JSON.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="One JSON object per prompt on stdout.")] = False,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -149,6 +150,7 @@ def generate(
     loaded = load(model, dtype_)
     draft_model = load_drafter_for(loaded, drafter, dtype_) if mode == "redrafter" else None
     sampler = make_greedy_or_sampler(temp, top_p, top_k)
+    timer = PhaseTimer(profile or trace is not None)
     for text_prompt in prompts:
         ids = encode_prompt(
             loaded.tokenizer,
@@ -160,7 +162,7 @@ def generate(
         mx.reset_peak_memory()
         tokens, text, stats = generate_one(
             loaded, ids, drafter=draft_model, stream=not json_out, max_tokens=max_tokens, sampler=sampler,
-            beam_width=beam_width, beam_length=beam_length, timer=PhaseTimer(profile),
+            beam_width=beam_width, beam_length=beam_length, timer=timer,
         )
         if json_out:
             print_json(record(text_prompt, ids, tokens, text, stats, beam_width * beam_length))
@@ -171,5 +173,7 @@ def generate(
                 f"{stats.tokens_per_step:.2f} tokens/step\n"
                 f"Peak memory: {mx.get_peak_memory() / 1e9:.3f} GB[/dim]"
             )
-            if profile:
-                console.print("[dim]" + "  ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stats.phase_times.items()) + "[/dim]")
+    if timer.enabled:
+        console.print("[dim]phases: " + "  ".join(f"{k} {v * 1e3:.0f} ms" for k, v in timer.totals.items()) + "[/dim]")
+    if trace is not None:
+        console.print(f"[dim]trace: {timer.write_chrome_trace(trace)}[/dim]")

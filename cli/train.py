@@ -117,6 +117,7 @@ def train(
             loaded.model, loaded.tokenizer, loaded.config, records[:max_prompts], data_file,
             max_new_tokens=max_new_tokens, batch_size=distill_batch,
             sampled_fraction=sampled_fraction, temp=distill_temp, seed=seed, progress=console,
+            hidden_dir=work / "hidden",
         )
         console.print(
             f"distillation: {stats.prompts_done} new answers, {stats.prompts_skipped} already done, "
@@ -126,7 +127,7 @@ def train(
         raise UsageError(f"{data_file}: no distillation data (drop --skip-distill to generate it)")
 
     tic = time.perf_counter()
-    data = prepare_data(loaded.model, data_file, work / "hidden_cache", cfg,
+    data = prepare_data(loaded.model, data_file, work / "hidden", cfg,
                         loaded.config["vocab_size"], console=console)
     console.print(
         f"data: {data['train_records']} training / {data['heldout_records']} held-out sequences, "

@@ -8,8 +8,10 @@ exactly why it is off by default: the evaluations serialise the pipeline. When d
 
 from __future__ import annotations
 
+import json
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import mlx.core as mx
 
@@ -34,3 +36,13 @@ class PhaseTimer:
         self.totals[phase] += now - self._last
         self.events.append((phase, self._last, now - self._last))
         self._last = now
+
+    def write_chrome_trace(self, path: Path) -> Path:
+        """Save the phases as a Chrome trace (open in chrome://tracing or Perfetto)."""
+        origin = self.events[0][1] if self.events else 0.0
+        trace = [
+            {"name": phase, "ph": "X", "ts": (start - origin) * 1e6, "dur": duration * 1e6, "pid": 0, "tid": 0}
+            for phase, start, duration in self.events
+        ]
+        Path(path).write_text(json.dumps({"traceEvents": trace, "displayTimeUnit": "ms"}))
+        return Path(path)

@@ -173,6 +173,7 @@ def generate_redrafter(
         return
     start_length = cache.length
     limit = 1 + beam_width * (beam_length - 1)
+    before = dict(timer.totals)
 
     def draft(hidden: mx.array, token: mx.array):
         beams, _ = beam_search(drafter, model.embedding, hidden, token, beam_width, beam_length, top_k)
@@ -226,7 +227,7 @@ def generate_redrafter(
             if stop is not None:
                 break
     finally:
-        stats.phase_times = dict(timer.totals)
+        stats.phase_times = {k: v - before.get(k, 0.0) for k, v in timer.totals.items()}
         cache.trim(start_length + len(prompt) + max(stats.num_tokens - 1, 0))
 
 

@@ -138,3 +138,27 @@ def test_wheel_installs_cli_under_the_package_namespace(tmp_path):
         env={**os.environ, "PYTHONPATH": str(target)}, timeout=300,
     )
     assert help_text.returncode == 0 and "generate" in help_text.stdout, help_text.stderr
+
+
+def test_profile_writes_a_chrome_trace_with_every_phase(tmp_path, write_tiny_folder):
+    from typer.testing import CliRunner
+
+    from redrafter_mlx.cli.main import load_commands
+    from redrafter_mlx.drafter import save_drafter
+
+    from .test_redrafter import random_drafter
+
+    model = write_tiny_folder(tmp_path / "model")
+    drafter = save_drafter(random_drafter(49152, 64, tied=True), tmp_path / "drafter")
+    trace = tmp_path / "trace.json"
+    result = CliRunner().invoke(
+        load_commands(),
+        ["generate", "-M", str(model), "-d", str(drafter), "-p", "Hello", "-m", "6", "--profile", "--json",
+         "--trace", str(trace)],
+    )
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout.splitlines()[0])
+    phases = {"prefill", "draft", "pack", "verify", "accept", "cache"}
+    assert set(record["phase_times"]) == phases
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert {e["name"] for e in events} == phases and all(e["ph"] == "X" and e["dur"] >= 0 for e in events)
