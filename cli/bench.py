@@ -11,13 +11,25 @@ from rich.table import Table
 
 from redrafter_mlx import runtime
 from redrafter_mlx.data import balanced_subset, load_prompts
-from redrafter_mlx.loading import DEFAULT_MODEL, load, load_drafter_for
+from redrafter_mlx.drafter import Drafter
+from redrafter_mlx.loading import DEFAULT_MODEL, LoadedModel, load, load_drafter_for
 from redrafter_mlx.profiling import bench as runner
 from redrafter_mlx.prompting import encode_prompt
 
 from .app import app, console, friendly_errors, print_json
-from .generate import check_beam_shape, read_prompts
+from .generate import check_decoding, read_prompts
 from .options import BeamLengthOpt, BeamWidthOpt, DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt
+
+
+def setup(
+    model: str, drafter: str | None, dtype, prompts_file: Path | None, num_prompts: int
+) -> tuple[LoadedModel, Drafter, list[list[int]]]:
+    """Model, drafter and encoded prompts (default: a category-balanced slice of the eval set)."""
+    texts = (read_prompts(None, prompts_file) if prompts_file else
+             [r["prompt"] for r in balanced_subset(load_prompts("eval"), num_prompts)])[:num_prompts]
+    loaded = load(model, dtype)
+    draft_model = load_drafter_for(loaded, drafter, dtype)
+    return loaded, draft_model, [encode_prompt(loaded.tokenizer, t, vicuna=loaded.is_vicuna) for t in texts]
 
 
 @app.command()
@@ -38,13 +50,9 @@ def bench(
     json_out: Annotated[bool, typer.Option("--json", help="Print the results as one JSON object.")] = False,
 ) -> None:
     """Throughput, tokens/step, compression, memory and output identity of all three decoders."""
-    check_beam_shape(beam_width, beam_length)
+    check_decoding("redrafter", beam_width, beam_length)
     dtype_ = runtime.parse_dtype(dtype)
-    texts = (read_prompts(None, prompts_file) if prompts_file else
-             [r["prompt"] for r in balanced_subset(load_prompts("eval"), num_prompts)])[:num_prompts]
-    loaded = load(model, dtype_)
-    draft_model = load_drafter_for(loaded, drafter, dtype_)
-    prompts = [encode_prompt(loaded.tokenizer, t, vicuna=loaded.is_vicuna) for t in texts]
+    loaded, draft_model, prompts = setup(model, drafter, dtype_, prompts_file, num_prompts)
     console.print(f"[dim]{runtime.describe(dtype_)}; {len(prompts)} prompts, {max_tokens} max tokens, "
                   f"W={beam_width} L={beam_length}[/dim]")
     runner.warm_up(loaded, draft_model, beam_width, beam_length)

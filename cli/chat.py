@@ -13,8 +13,8 @@ from redrafter_mlx.chat import ChatSession
 from redrafter_mlx.decoding import GenerationStats, make_greedy_or_sampler
 from redrafter_mlx.loading import DEFAULT_MODEL, load, load_drafter_for
 
-from .app import UsageError, app, console, friendly_errors
-from .generate import MODES, check_beam_shape
+from .app import app, console, friendly_errors
+from .generate import check_decoding
 from .options import (
     BeamLengthOpt, BeamWidthOpt, DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt, SeedOpt, SystemPromptOpt,
     TempOpt, TopKOpt, TopPOpt, VerboseOpt,
@@ -66,9 +66,7 @@ def chat(
     verbose: VerboseOpt = False,
 ) -> None:
     """Chat with a model; with piped stdin, answer one prompt per line."""
-    if mode not in MODES:
-        raise UsageError(f"--mode must be one of {', '.join(MODES)}")
-    check_beam_shape(beam_width, beam_length)
+    check_decoding(mode, beam_width, beam_length)
     dtype_ = runtime.parse_dtype(dtype)
     if seed is not None:
         mx.random.seed(seed)

@@ -11,14 +11,12 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from redrafter_mlx import runtime
-from redrafter_mlx.data import balanced_subset, load_prompts
-from redrafter_mlx.loading import DEFAULT_MODEL, load, load_drafter_for
+from redrafter_mlx.loading import DEFAULT_MODEL
 from redrafter_mlx.profiling import bench as runner
 from redrafter_mlx.profiling.sweep import grid, plot_all, run_sweep
-from redrafter_mlx.prompting import encode_prompt
 
 from .app import UsageError, app, console, friendly_errors
-from .generate import read_prompts
+from .bench import setup
 from .options import DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt
 
 
@@ -48,11 +46,7 @@ def sweep(
     """Measure AR once and ReDrafter for every (W, L); resumable (finished cells are kept)."""
     widths, lengths = parse_sizes(beam_widths, "--beam-widths"), parse_sizes(beam_lengths, "--beam-lengths")
     dtype_ = runtime.parse_dtype(dtype)
-    texts = (read_prompts(None, prompts_file) if prompts_file else
-             [r["prompt"] for r in balanced_subset(load_prompts("eval"), num_prompts)])[:num_prompts]
-    loaded = load(model, dtype_)
-    draft_model = load_drafter_for(loaded, drafter, dtype_)
-    prompts = [encode_prompt(loaded.tokenizer, t, vicuna=loaded.is_vicuna) for t in texts]
+    loaded, draft_model, prompts = setup(model, drafter, dtype_, prompts_file, num_prompts)
     out.mkdir(parents=True, exist_ok=True)
     runner.warm_up(loaded, draft_model, widths[0], lengths[0])
     ar = runner.run_ours(loaded, None, prompts, max_tokens)
