@@ -30,7 +30,7 @@ test: install
 	$(RUN_ENV) $(PY) -m pytest -q --durations=10 tests
 
 bench: install
-	$(VENV)/bin/redrafter bench --json
+	$(RUN_ENV) $(VENV)/bin/redrafter bench -n 16 -m 128
 
 clean:
 	rm -rf $(VENV) build *.egg-info
