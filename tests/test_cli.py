@@ -71,11 +71,11 @@ def test_greedy_ar_matches_mlx_lm_on_the_exported_model(tmp_path):
         assert r["num_tokens"] == len(r["tokens"]) and r["tokens_per_step"] == 1.0
 
 
-def test_prompt_from_stdin_and_plain_output():
-    result = run("generate", "--mode", "ar", "-p", "-", "-m", "12", stdin="What is the capital of France?")
+def test_prompt_from_stdin_and_plain_output_with_the_default_drafter():
+    result = run("generate", "-p", "-", "-m", "12", stdin="What is the capital of France?")
     assert result.returncode == 0, result.stderr
     assert "Paris" in result.stdout
-    assert "tokens-per-sec" in result.stderr
+    assert "tokens-per-sec" in result.stderr and "tokens/step" in result.stderr
 
 
 def test_info_reports_fast_blas_after_reexec():

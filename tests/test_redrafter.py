@@ -12,6 +12,7 @@ from mlx_lm.sample_utils import make_sampler
 from redrafter_mlx import decoding
 from redrafter_mlx.decoding import generate_ar, generate_redrafter
 from redrafter_mlx.drafter import Drafter, DrafterConfig
+from redrafter_mlx.loading import load_drafter_for
 from redrafter_mlx.prompting import encode_prompt
 
 from .conftest import random_model, tiny_config
@@ -70,6 +71,22 @@ def test_greedy_redrafter_matches_autoregressive_with_random_drafter(embedded, e
         assert stats.finish_reason == reason
         assert all(1 <= n <= beam_length for n in stats.accepted_per_step)
         assert all(n <= 1 + beam_width * (beam_length - 1) for n in stats.verified_tokens)
+
+
+@pytest.mark.parametrize("beam_width, beam_length", [(1, 5), (3, 5), (4, 3), (8, 2)])
+def test_greedy_redrafter_matches_autoregressive_with_the_shipped_drafter(
+    embedded, embedded_runs, beam_width, beam_length
+):
+    drafter = load_drafter_for(embedded, None)  # the trained drafter shipped for this model
+    accepted = []
+    for ids, expected, reason in embedded_runs:
+        tokens, stats = collect(
+            generate_redrafter(embedded.model, drafter, ids, beam_width=beam_width, beam_length=beam_length,
+                               max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids)
+        )
+        assert tokens == expected and stats.finish_reason == reason
+        accepted += stats.accepted_per_step
+    assert max(accepted) > 1  # the trained drafter really gets drafts accepted
 
 
 def oracle_search(answer: list[int]):
