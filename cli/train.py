@@ -7,7 +7,7 @@ import random
 import shutil
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -59,8 +59,8 @@ def eval_prompt_ids(tokenizer, count: int) -> list[list[int]]:
 def train(
     out: Annotated[Path, typer.Option("--out", "-o", help="Drafter folder to write (config.json + model.safetensors; work files in OUT/training/).")],
     model: ModelOpt = DEFAULT_MODEL,
-    prompts: Annotated[Optional[Path], typer.Option("--prompts", help="Training prompts JSONL (default: the shipped train set).")] = None,
-    distill_data: Annotated[Optional[Path], typer.Option("--distill-data", help="Distillation JSONL to use/extend (default OUT/training/distill.jsonl).")] = None,
+    prompts: Annotated[Path | None, typer.Option("--prompts", help="Training prompts JSONL (default: the shipped train set).")] = None,
+    distill_data: Annotated[Path | None, typer.Option("--distill-data", help="Distillation JSONL to use/extend (default OUT/training/distill.jsonl).")] = None,
     max_prompts: Annotated[int, typer.Option("--max-prompts", min=1, help="Prompts to distil.")] = 600,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Answer length cap.")] = 128,
     distill_batch: Annotated[int, typer.Option("--distill-batch", min=1, help="Sequences decoded together.")] = 64,
@@ -76,7 +76,7 @@ def train(
     lr: Annotated[float, typer.Option("--lr", min=0.0)] = 1e-3,
     batch_positions: Annotated[int, typer.Option("--batch-positions", min=1, help="Positions per micro-batch.")] = 1024,
     grad_accum: Annotated[int, typer.Option("--grad-accum", min=1)] = 1,
-    steps: Annotated[Optional[int], typer.Option("--steps", min=1, help="Optimizer steps (overrides --epochs).")] = None,
+    steps: Annotated[int | None, typer.Option("--steps", min=1, help="Optimizer steps (overrides --epochs).")] = None,
     epochs: Annotated[float, typer.Option("--epochs", min=0.0)] = 4.0,
     eval_every: Annotated[int, typer.Option("--eval-every", min=1)] = 250,
     eval_prompts: Annotated[int, typer.Option("--eval-prompts", min=0, help="Held-out prompts decoded at each eval.")] = 4,

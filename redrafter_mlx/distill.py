@@ -20,6 +20,7 @@ file are skipped, and a torn last line is cut off.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -27,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
-import mlx.nn as nn
+import numpy as np
+from mlx import nn
 
 from .prompting import encode_prompt
 
@@ -72,11 +74,12 @@ def first_user_message(record: dict[str, Any]) -> str:
 
 
 def read_distill_file(path: str | Path) -> list[DistillRecord]:
-    """All complete records of a distillation file (a torn last line is ignored)."""
-    records = []
+    """All complete records of a distillation file (a torn last line is ignored). If an id
+    occurs twice (two writers, or a re-run), the later record wins."""
+    records: dict[str, DistillRecord] = {}
     path = Path(path)
     if not path.exists():
-        return records
+        return []
     with path.open(encoding="utf-8") as f:
         for line in f:
             if not line.endswith("\n"):
@@ -84,9 +87,10 @@ def read_distill_file(path: str | Path) -> list[DistillRecord]:
             line = line.strip()
             if line:
                 d = json.loads(line)
-                records.append(DistillRecord(d["id"], d["prompt_ids"], d["response_ids"],
-                                             d.get("temp", 0.0), d.get("finish", "length")))
-    return records
+                records.pop(d["id"], None)
+                records[d["id"]] = DistillRecord(d["id"], d["prompt_ids"], d["response_ids"],
+                                                 d.get("temp", 0.0), d.get("finish", "length"))
+    return list(records.values())
 
 
 def _repair_tail(path: Path) -> None:
@@ -195,6 +199,129 @@ def generate_batched(
         gen.close()
 
 
+class HiddenStore:
+    """The LLM's final-norm hidden states of distilled sequences, saved next to the data.
+
+    For a record with prompt length p and response length R it holds the R states
+    h_{p-1}, ..., h_{p+R-2} (the state after token t, which produced token t+1, for every
+    response token t+1): exactly the drafter's training positions. Files: `index.json`
+    ([[chunk file, [ids...], [R...]], ...]) and one `chunk_*.npy` ((sum of R, hidden)
+    float32) per `add`.
+    """
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+        self.index_file = self.folder / "index.json"
+        self.chunks: list[list[Any]] = self._read_index()
+
+    def _read_index(self) -> list[list[Any]]:
+        return json.loads(self.index_file.read_text()) if self.index_file.exists() else []
+
+    def ids(self) -> set[str]:
+        return {i for _, ids, _ in self.chunks for i in ids}
+
+    def add(self, ids: list[str], hiddens: list[np.ndarray]) -> None:
+        """Store one array (R_i, hidden) per id (a later copy of an id wins on load).
+
+        Safe with several writers (distillation and a training run on the same folder):
+        chunk names are unique and the index is re-read and merged before it is replaced.
+        """
+        if not ids:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        name = f"chunk_{time.time_ns():x}_{os.getpid()}.npy"
+        np.save(self.folder / name, np.concatenate(hiddens).astype(np.float32))
+        entry = [name, list(ids), [len(h) for h in hiddens]]
+        self.chunks = self._read_index() + [entry]
+        tmp = self.index_file.with_name(f"index.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(self.chunks))
+        tmp.replace(self.index_file)
+
+    def load(self, ids: list[str]) -> dict[str, np.ndarray]:
+        """id -> (R, hidden) for the requested ids that are stored (latest copy wins)."""
+        self.chunks = self._read_index()
+        wanted = set(ids)
+        out: dict[str, np.ndarray] = {}
+        for name, chunk_ids, lengths in self.chunks:
+            if not wanted.intersection(chunk_ids):
+                continue
+            data = np.load(self.folder / name, mmap_mode="r")
+            offsets = np.concatenate([[0], np.cumsum(lengths)])
+            for j, i in enumerate(chunk_ids):
+                if i in wanted:
+                    out[i] = np.asarray(data[offsets[j] : offsets[j + 1]])
+        return out
+
+
+def _sample(logits: mx.array, temps: mx.array) -> mx.array:
+    """Per-row greedy (temp 0) or categorical sampling at that row's temperature."""
+    greedy = mx.argmax(logits, axis=-1)
+    scaled = logits * (1.0 / mx.maximum(temps, 1e-6))[:, None]
+    sampled = mx.random.categorical(scaled, axis=-1)
+    return mx.where(temps > 0, sampled, greedy).astype(mx.int32)
+
+
+def generate_with_hidden(
+    model: nn.Module,
+    jobs: list[tuple[str, list[int], float]],
+    eos_ids: Iterable[int],
+    *,
+    max_new_tokens: int = 128,
+    batch_size: int = 32,
+) -> Iterator[tuple[DistillRecord, np.ndarray]]:
+    """Answer `jobs` in batches with our own model, keeping the hidden states.
+
+    Prompts of a batch are left-padded; explicit per-row positions and a mask that hides
+    the padding keep every row exactly as if it ran alone. Yields (record, hidden (R, D))
+    per job, batch by batch. mlx-lm's BatchGenerator cannot return hidden states, and
+    measured slower here (continuous batching bookkeeping per token).
+    """
+    eos = mx.array(sorted(set(eos_ids)) or [-1], dtype=mx.int32)
+    for start in range(0, len(jobs), batch_size):
+        batch = jobs[start : start + batch_size]
+        lengths = [len(job[1]) for job in batch]
+        width = max(lengths)
+        pad = mx.array([width - n for n in lengths], dtype=mx.int32)  # (B,)
+        tokens = mx.array([[0] * (width - len(j[1])) + list(j[1]) for j in batch], dtype=mx.int32)
+        temps = mx.array([job[2] for job in batch], dtype=mx.float32)
+        cols = mx.arange(width)
+        positions = mx.maximum(cols[None] - pad[:, None], 0)
+        valid = cols[None] >= pad[:, None]  # (B, S) real keys
+        causal = cols[:, None] >= cols[None]
+        # Pad queries also see themselves, so no softmax row is empty (no NaNs in the cache).
+        mask = (causal[None] & valid[:, None, :]) | mx.eye(width, dtype=mx.bool_)[None]
+        cache = model.make_cache()
+        hidden = model(tokens, cache, positions, mask[:, None])[:, -1]  # (B, D)
+        cache.commit(width)
+        states, outputs = [], []
+        finished = mx.zeros((len(batch),), dtype=mx.bool_)
+        for step in range(max_new_tokens):
+            token = _sample(model.logits(hidden), temps)
+            states.append(hidden)
+            outputs.append(token)
+            finished = finished | (token[:, None] == eos[None]).any(axis=-1)
+            if step + 1 == max_new_tokens:
+                break
+            if step % 16 == 15 and finished.all().item():
+                break
+            length = cache.length
+            valid = mx.concatenate([valid, mx.ones((len(batch), 1), dtype=mx.bool_)], axis=1)
+            hidden = model(token[:, None], cache, (length - pad)[:, None], valid[:, None, None, :])[:, 0]
+            cache.commit(1)
+            mx.async_eval(hidden, token, finished)
+        out_tokens = np.array(mx.stack(outputs, axis=1))  # (B, steps)
+        out_states = np.array(mx.stack(states, axis=1).astype(mx.float32))  # (B, steps, D)
+        eos_set = set(np.array(eos).tolist())
+        for row, job in enumerate(batch):
+            response = out_tokens[row].tolist()
+            stop = next((i for i, t in enumerate(response) if t in eos_set), None)
+            finish = "length"
+            if stop is not None:
+                response, finish = response[: stop + 1], "stop"
+            yield (DistillRecord(job[0], list(job[1]), response, job[2], finish),
+                   out_states[row, : len(response)])
+
+
 def distill(
     model: nn.Module,
     tokenizer: Any,
@@ -210,11 +337,16 @@ def distill(
     system_prompt: str | None = None,
     progress: Any = None,
     max_prompts_this_run: int | None = None,
+    hidden_dir: str | Path | None = None,
+    backend: str = "ours",
 ) -> DistillStats:
     """Answer every prompt not yet in `out_path` and append the answers to it.
 
     model/tokenizer/config: a loaded LLM (`loading.load`). `progress`: a rich Console to
     show a progress bar on, or None. `max_prompts_this_run` stops early (tests, chunked runs).
+    backend "ours" (default): our batched loop, which also saves the hidden states to
+    `hidden_dir` (a `HiddenStore`) when given, sparing training a second LLM pass;
+    "mlx-lm": mlx-lm's BatchGenerator (answers only).
     Returns what this run did; the file holds every record so far.
     """
     out = Path(out_path)
@@ -233,12 +365,19 @@ def distill(
     if not jobs:
         return stats
 
-    lm_model = mlx_lm_twin(model, config)
+    if backend not in ("ours", "mlx-lm"):
+        raise ValueError(f"unknown distillation backend {backend!r}")
     eos = set(getattr(tokenizer, "eos_token_ids", None) or []) or {tokenizer.eos_token_id}
     bar, task = None, None
     if progress is not None:
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         bar = Progress(
             TextColumn("distilling"), BarColumn(), MofNCompleteColumn(),
@@ -249,16 +388,35 @@ def distill(
         task = bar.add_task("distill", total=len(all_jobs), completed=stats.prompts_skipped, tps=0.0)
     tic = time.perf_counter()
     try:
+        store = HiddenStore(hidden_dir) if hidden_dir is not None else None
+        if backend == "ours":
+            mx.random.seed(seed)
+            stream = generate_with_hidden(model, jobs, eos, max_new_tokens=max_new_tokens,
+                                          batch_size=batch_size)
+        else:
+            stream = ((r, None) for r in generate_batched(
+                mlx_lm_twin(model, config), jobs, eos, max_new_tokens=max_new_tokens,
+                batch_size=batch_size, seed=seed))
+        pending_ids: list[str] = []
+        pending_states: list[np.ndarray] = []
         with out.open("a", encoding="utf-8") as f:
-            for record in generate_batched(lm_model, jobs, eos, max_new_tokens=max_new_tokens,
-                                           batch_size=batch_size, seed=seed):
+            for record, states in stream:
+                # The JSONL line first: a record whose states were lost is recomputed later.
                 f.write(record.to_json() + "\n")
                 f.flush()
+                if store is not None and states is not None:
+                    pending_ids.append(record.id)
+                    pending_states.append(states)
+                    if len(pending_ids) >= batch_size:
+                        store.add(pending_ids, pending_states)
+                        pending_ids, pending_states = [], []
                 stats.prompts_done += 1
                 stats.tokens += len(record.response_ids)
                 stats.seconds = time.perf_counter() - tic
                 if bar is not None:
                     bar.update(task, advance=1, tps=stats.tokens_per_second)
+            if store is not None:
+                store.add(pending_ids, pending_states)
     finally:
         stats.seconds = time.perf_counter() - tic
         if bar is not None:

@@ -10,9 +10,9 @@ j = 1..T. The loss is the sum over j of the mean cross-entropy at depth j (Eq. 2
 every valid position t of every sequence in the batch at once: the work is (M, hidden)
 tensors for M sampled positions, T recurrent steps.
 
-The LLM is frozen and only its hidden states are needed, so they are computed once (one
-batched causal forward per group of sequences) and cached on disk next to the run
-(`HiddenCache`), incrementally: a distillation file that grew is only extended.
+The LLM is frozen and only its hidden states are needed: distillation saves them as it
+generates (`distill.HiddenStore`); records without them get one batched causal forward
+here (`prefill_hidden`), stored too, so a grown distillation file is only extended.
 
 Vocabulary trimming: `select_token_subset` picks the K most frequent *target* tokens of
 the distillation data; targets outside it are ignored by the loss (the trimmed drafter can
@@ -26,18 +26,25 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
-import mlx.nn as nn
 import mlx.optimizers as optim
 import numpy as np
+from mlx import nn
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
-from .distill import DistillRecord, read_distill_file
-from .drafter import Drafter, DrafterConfig, Embedding, embed_tokens, load_drafter, save_drafter
+from .distill import DistillRecord, HiddenStore, read_distill_file
+from .drafter import (
+    Drafter,
+    DrafterConfig,
+    Embedding,
+    embed_tokens,
+    load_drafter,
+    save_drafter,
+)
 
 CHECKPOINT_DIR = "checkpoint"
 STATE_FILE = "train_state.json"
@@ -73,6 +80,7 @@ class TrainConfig:
     holdout_fraction: float = 0.03
     eval_every: int = 250
     checkpoint_every: int = 250
+    log_every: int = 50  # progress lines ({"step", "loss", "seconds"}) passed to `log`
     eval_prompts: int = 4  # prompts decoded with generate_redrafter at each eval (0: none)
     eval_max_tokens: int = 64
     beam_width: int = 4
@@ -121,23 +129,21 @@ def windows(record: DistillRecord, predict: int) -> tuple[np.ndarray, np.ndarray
     return positions, padded[idx].astype(np.int32)
 
 
-def llm_hidden_states(
+def prefill_hidden(
     model: nn.Module,
     records: Sequence[DistillRecord],
-    predict: int,
     *,
     max_batch_tokens: int = 4096,
     on_batch: Callable[[int], None] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Final-norm hidden states at every training position of `records` (no gradient).
+) -> list[np.ndarray]:
+    """Final-norm hidden states at every training position of each record, (R_i, hidden),
+    by one causal forward per group of sequences (no gradient).
 
     Sequences are grouped by length and right-padded: under a causal mask padding on the
-    right cannot change the states of real tokens. Returns H (N, hidden) float32 and the
-    matching token windows (N, predict + 1) int32, in record order.
+    right cannot change the states of real tokens.
     """
     order = sorted(range(len(records)), key=lambda i: len(records[i].prompt_ids) + len(records[i].response_ids))
-    hs: list[np.ndarray | None] = [None] * len(records)
-    ws: list[np.ndarray | None] = [None] * len(records)
+    out: list[np.ndarray | None] = [None] * len(records)
     start = 0
     while start < len(order):
         longest = 0
@@ -154,78 +160,32 @@ def llm_hidden_states(
             seq = records[i].prompt_ids + records[i].response_ids
             tokens[row, : len(seq)] = seq
         hidden = mx.stop_gradient(model(mx.array(tokens), None, None, "causal"))
-        mx.eval(hidden)
         hidden_np = np.array(hidden.astype(mx.float32))
         for row, i in enumerate(group):
-            positions, win = windows(records[i], predict)
-            hs[i] = hidden_np[row, positions]
-            ws[i] = win
+            p, n = len(records[i].prompt_ids), len(records[i].response_ids)
+            out[i] = hidden_np[row, p - 1 : p - 1 + n]
         if on_batch is not None:
             on_batch(len(group))
         start = end
-    dim = model.args.hidden_size if hasattr(model, "args") else 0
+    return out  # type: ignore[return-value]
+
+
+def assemble(
+    records: Sequence[DistillRecord], hiddens: Sequence[np.ndarray], predict: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenate per-record states and token windows: (N, hidden) float32, (N, T+1) int32."""
     if not records:
-        return np.zeros((0, dim), np.float32), np.zeros((0, predict + 1), np.int32)
-    return np.concatenate(hs).astype(np.float32), np.concatenate(ws)
+        return np.zeros((0, 0), np.float32), np.zeros((0, predict + 1), np.int32)
+    hs = [np.asarray(h, np.float32) for h in hiddens]
+    ws = [windows(r, predict)[1] for r in records]
+    return np.concatenate(hs), np.concatenate(ws)
 
 
-class HiddenCache:
-    """On-disk cache of (hidden, windows) per record id, extended incrementally.
-
-    Files: `index.json` ({"predict": T, "chunks": [[chunk file, [ids...]], ...]}) and one
-    `chunk_XXXX.npz` per extension. Depends only on the LLM and the records, so it is keyed
-    by the caller (one cache folder per LLM / distillation file).
-    """
-
-    def __init__(self, folder: str | Path, predict: int):
-        self.folder = Path(folder)
-        self.predict = predict
-        self.index_file = self.folder / "index.json"
-        index = json.loads(self.index_file.read_text()) if self.index_file.exists() else None
-        if index is not None and index.get("predict") != predict:
-            index = None  # windows of another width: rebuild
-            for f in self.folder.glob("chunk_*.npz"):
-                f.unlink()
-        self.index = index or {"predict": predict, "chunks": []}
-
-    def cached_ids(self) -> set[str]:
-        return {i for _, ids in self.index["chunks"] for i in ids}
-
-    def extend(self, model: nn.Module, records: Sequence[DistillRecord], on_batch=None) -> int:
-        """Compute and store the records not cached yet; returns how many were added."""
-        have = self.cached_ids()
-        new = [r for r in records if r.id not in have]
-        if not new:
-            return 0
-        self.folder.mkdir(parents=True, exist_ok=True)
-        chunk_size = 64  # save often: an interrupted run keeps most of its work
-        for k in range(0, len(new), chunk_size):
-            part = new[k : k + chunk_size]
-            h, w = llm_hidden_states(model, part, self.predict, on_batch=on_batch)
-            lengths = np.array([len(windows(r, self.predict)[0]) for r in part], np.int64)
-            name = f"chunk_{len(self.index['chunks']):04d}.npz"
-            np.savez(self.folder / name, hidden=h, windows=w, lengths=lengths)
-            self.index["chunks"].append([name, [r.id for r in part]])
-            self.index_file.write_text(json.dumps(self.index))
-        return len(new)
-
-    def load(self, ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(hidden (N, D), windows (N, T + 1)) of the given record ids, in chunk order."""
-        wanted = set(ids)
-        hs, ws = [], []
-        for name, chunk_ids in self.index["chunks"]:
-            if not wanted.intersection(chunk_ids):
-                continue
-            data = np.load(self.folder / name)
-            offsets = np.concatenate([[0], np.cumsum(data["lengths"])])
-            keep = [np.arange(offsets[j], offsets[j + 1]) for j, i in enumerate(chunk_ids) if i in wanted]
-            if keep:
-                sel = np.concatenate(keep)
-                hs.append(data["hidden"][sel])
-                ws.append(data["windows"][sel])
-        if not hs:
-            return np.zeros((0, 0), np.float32), np.zeros((0, self.predict + 1), np.int32)
-        return np.concatenate(hs), np.concatenate(ws)
+def llm_hidden_states(
+    model: nn.Module, records: Sequence[DistillRecord], predict: int, **kw: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """(hidden (N, D), windows (N, T+1)) of every training position of `records`."""
+    return assemble(records, prefill_hidden(model, records, **kw), predict)
 
 
 def select_token_subset(records: Sequence[DistillRecord], size: int, vocab_size: int) -> np.ndarray:
@@ -401,6 +361,28 @@ def save_drafter_as(drafter: Drafter, out_dir: str | Path, dtype: str = "float32
     return save_drafter(copy, out_dir)
 
 
+def untie_head(drafter: Drafter, embedding: Embedding) -> Drafter:
+    """The same drafter with its tied head folded into an untied one.
+
+    A tied head scores head_proj(x) @ table.T with table = E[token_ids] (K, hidden); the
+    untied equivalent has one weight table @ head_proj.weight (K, exit_dim). For a trimmed
+    tied head this saves the per-beam-search gather of K embedding rows and one matmul per
+    step, for K x exit_dim stored parameters. Needs a float (not quantized) embedding.
+    """
+    if not drafter.config.head_tied:
+        return drafter
+    table = drafter.head_table(embedding)
+    if not isinstance(table, mx.array):
+        raise TypeError("untie_head needs a float embedding table")
+    config = replace(drafter.config, head_tied=False)
+    out = Drafter(config, drafter.get("token_ids"))
+    weights = {k: v for k, v in tree_flatten(drafter.parameters()) if not k.startswith("head_proj")}
+    weights[f"lm_head.{config.num_draft_layers}.weight"] = table.astype(mx.float32) @ drafter.head_proj.weight
+    out.load_weights(list(weights.items()))
+    mx.eval(out.parameters())
+    return out
+
+
 # ----------------------------------------------------------------------------- training
 
 
@@ -465,7 +447,7 @@ def train_drafter(
 ) -> TrainResult:
     """Train a drafter on cached hidden states; checkpoints go to work_dir/checkpoint.
 
-    train_data / heldout_data: (hidden (N, D), windows (N, T+1)) from `HiddenCache`.
+    train_data / heldout_data: (hidden (N, D), windows (N, T+1)) from `prepare_data`.
     At every eval the drafter is scored (held-out top-1/top-5 per depth; tokens/step on
     `eval_prompt_ids` when given) and, when `out_dir` is set, saved there whenever it is
     the best so far (tokens/step if measured, else held-out top-1 averaged over depths).
@@ -527,11 +509,16 @@ def train_drafter(
             if out_dir is not None:
                 save_drafter_as(drafter, out_dir, cfg.save_dtype)
 
-    rng = np.random.default_rng(cfg.seed)
     bar = task = None
     if console is not None:
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         bar = Progress(TextColumn("training"), BarColumn(), MofNCompleteColumn(),
                        TextColumn("loss {task.fields[loss]:.3f}"), TimeElapsedColumn(),
@@ -574,6 +561,9 @@ def train_drafter(
             if bar is not None:
                 bar.update(task, advance=1, loss=ema)
             done = state["step"]
+            if log is not None and cfg.log_every and done % cfg.log_every == 0:
+                log({"step": done, "loss": ema, "lr": float(opt.learning_rate),
+                     "seconds": time.perf_counter() - tic})
             if done % cfg.eval_every == 0 or done == total_steps:
                 entry = evaluate(done) | {"loss": ema, "seconds": time.perf_counter() - tic}
                 record(entry, done)
@@ -581,7 +571,6 @@ def train_drafter(
                     bar.console.print(_format_entry(entry))
             if done % cfg.checkpoint_every == 0 or done == total_steps:
                 _save_checkpoint(ckpt, drafter, opt, state)
-        _ = rng
     finally:
         if bar is not None:
             bar.stop()
@@ -604,28 +593,41 @@ def _format_entry(entry: dict[str, Any]) -> str:
 def prepare_data(
     model: nn.Module,
     distill_file: str | Path,
-    cache_dir: str | Path,
+    hidden_dir: str | Path,
     cfg: TrainConfig,
     vocab_size: int,
     console: Any = None,
 ) -> dict[str, Any]:
-    """Read the distillation file, extend the hidden-state cache, split, pick the subset."""
+    """Read the distillation file, fill the hidden-state store for records that lack
+    states (e.g. answers made by mlx-lm), split, pick the token subset."""
     records = read_distill_file(distill_file)
     if not records:
         raise ValueError(f"{distill_file}: no distillation records")
-    cache = HiddenCache(cache_dir, cfg.predict)
-    missing = len(records) - len(cache.cached_ids() & {r.id for r in records})
+    store = HiddenStore(hidden_dir)
+    stored = store.load([r.id for r in records])
+    missing = [r for r in records
+               if r.id not in stored or len(stored[r.id]) != len(r.response_ids)]
     if missing:
         bar = task = None
         if console is not None:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+            )
 
             bar = Progress(TextColumn("LLM hidden states"), BarColumn(), MofNCompleteColumn(),
                            TimeRemainingColumn(), console=console)
             bar.start()
-            task = bar.add_task("hidden", total=missing)
+            task = bar.add_task("hidden", total=len(missing))
         try:
-            cache.extend(model, records, on_batch=(lambda n: bar.update(task, advance=n)) if bar else None)
+            for k in range(0, len(missing), 64):  # saved in chunks: interruptible
+                part = missing[k : k + 64]
+                states = prefill_hidden(model, part, on_batch=(lambda n: bar.update(task, advance=n)) if bar else None)
+                store.add([r.id for r in part], states)
+                stored |= dict(zip([r.id for r in part], states))
         finally:
             if bar is not None:
                 bar.stop()
@@ -634,8 +636,8 @@ def prepare_data(
     if cfg.token_subset_size:
         token_ids = select_token_subset(train_recs, cfg.token_subset_size, vocab_size)
     return {
-        "train": cache.load([r.id for r in train_recs]),
-        "heldout": cache.load([r.id for r in held_recs]),
+        "train": assemble(train_recs, [stored[r.id] for r in train_recs], cfg.predict),
+        "heldout": assemble(held_recs, [stored[r.id] for r in held_recs], cfg.predict),
         "token_ids": token_ids,
         "coverage": subset_coverage(held_recs or train_recs, token_ids) if token_ids is not None else 1.0,
         "records": len(records),

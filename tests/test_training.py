@@ -11,13 +11,14 @@ import pytest
 from mlx.utils import tree_flatten
 
 from redrafter_mlx.beam_search import beam_search
-from redrafter_mlx.distill import DistillRecord, distill, read_distill_file
+from redrafter_mlx.distill import DistillRecord, HiddenStore, distill, read_distill_file
 from redrafter_mlx.drafter import load_drafter
 from redrafter_mlx.training import (
     TrainConfig,
     accuracy,
     llm_hidden_states,
     make_drafter,
+    prefill_hidden,
     select_token_subset,
     train_drafter,
     windows,
@@ -61,9 +62,9 @@ def test_token_subset_most_frequent_first():
 
 
 def _cfg(**kw) -> TrainConfig:
-    base = dict(exit_dim=64, num_draft_layers=1, rnn=True, token_subset_size=None, predict=3,
-                lr=3e-3, warmup_steps=5, batch_positions=256, steps=150, eval_every=1000,
-                checkpoint_every=1000, eval_prompts=0, save_dtype="float32")
+    base = {"exit_dim": 64, "num_draft_layers": 1, "rnn": True, "token_subset_size": None,
+            "predict": 3, "lr": 3e-3, "warmup_steps": 5, "batch_positions": 256, "steps": 150,
+            "eval_every": 1000, "checkpoint_every": 1000, "eval_prompts": 0, "save_dtype": "float32"}
     return TrainConfig(**(base | kw))
 
 
@@ -140,7 +141,7 @@ def test_resume_continues_exactly(tmp_path):
 
 def _interrupted(model, config, data, work, cfg, stop_after: int) -> None:
     """Run `cfg` but raise KeyboardInterrupt right after the checkpoint at `stop_after`."""
-    import redrafter_mlx.training as training
+    from redrafter_mlx import training
 
     original = training._save_checkpoint
 
@@ -161,7 +162,7 @@ class CharTokenizer:
     """No chat template: encode_prompt falls back to `encode`."""
 
     has_chat_template = False
-    eos_token_ids = {2}
+    eos_token_ids = frozenset({2})
     eos_token_id = 2
 
     def encode(self, text: str) -> list[int]:
@@ -173,11 +174,12 @@ def test_distill_resumes_without_duplicates(tmp_path):
     prompts = [{"id": f"p{i}", "prompt": f"prompt number {i} " * (1 + i % 3)} for i in range(7)]
     out = tmp_path / "distill.jsonl"
     first = distill(model, CharTokenizer(), config, prompts, out, max_new_tokens=12, batch_size=4,
-                    max_prompts_this_run=3)
+                    max_prompts_this_run=3, hidden_dir=tmp_path / "hidden")
     assert first.prompts_done == 3
     with out.open("a") as f:
         f.write('{"id": "p6", "prompt_ids": [1, 2')  # a write torn by a kill
-    second = distill(model, CharTokenizer(), config, prompts, out, max_new_tokens=12, batch_size=4)
+    second = distill(model, CharTokenizer(), config, prompts, out, max_new_tokens=12, batch_size=4,
+                     hidden_dir=tmp_path / "hidden")
     assert second.prompts_skipped == 3 and second.prompts_done == 4
     records = read_distill_file(out)
     assert sorted(r.id for r in records) == [f"p{i}" for i in range(7)]
@@ -186,8 +188,69 @@ def test_distill_resumes_without_duplicates(tmp_path):
     third = distill(model, CharTokenizer(), config, prompts, out, max_new_tokens=12)
     assert third.prompts_done == 0 and len(read_distill_file(out)) == 7
     # Greedy answers are the model's own argmax continuations.
+    # The states saved while generating are those a fresh causal forward gives.
+    store = HiddenStore(tmp_path / "hidden")
+    saved = store.load([r.id for r in records])
+    assert set(saved) == {r.id for r in records}
+    fresh = prefill_hidden(model, records)
+    for r, h in zip(records, fresh):
+        np.testing.assert_allclose(saved[r.id], h, atol=1e-4)
     greedy = next(r for r in records if r.temp == 0.0)
     ids = greedy.prompt_ids + greedy.response_ids
     logits = model.logits(model(mx.array([ids])))[0]
     expected = mx.argmax(logits, axis=-1).tolist()[len(greedy.prompt_ids) - 1 : len(ids) - 1]
     assert greedy.response_ids == expected
+
+
+def test_hidden_store_two_writers(tmp_path):
+    """Distillation and a training run may extend the same store concurrently."""
+    a, b = HiddenStore(tmp_path), HiddenStore(tmp_path)
+    a.add(["x"], [np.ones((2, 3), np.float32)])
+    b.add(["y"], [np.zeros((1, 3), np.float32)])
+    a.add(["x"], [np.full((2, 3), 5.0, np.float32)])  # a later copy wins
+    got = HiddenStore(tmp_path).load(["x", "y"])
+    assert got["x"].tolist() == [[5.0] * 3] * 2 and got["y"].shape == (1, 3)
+
+
+def test_cli_train_distils_trains_and_guards_out(tmp_path, write_tiny_folder):
+    from redrafter_mlx.cli.main import load_commands
+    from typer.testing import CliRunner
+
+    model = write_tiny_folder(tmp_path / "model")
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"id": f"p{i}", "prompt": f"Say {i} things"}) + "\n" for i in range(5)))
+    out = tmp_path / "drafter"
+    args = ["train", "-M", str(model), "--prompts", str(prompts), "--out", str(out), "--max-new-tokens", "6",
+            "--steps", "4", "--eval-every", "2", "--eval-prompts", "1", "--token-subset", "128",
+            "--exit-dim", "64", "--layers", "1", "--batch-positions", "8", "--predict", "2"]
+    app = load_commands()
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert (out / "config.json").exists() and len(read_distill_file(out / "training" / "distill.jsonl")) == 5
+    loaded = load_drafter(out)
+    assert loaded.config.token_subset_size == 128 and loaded.config.num_draft_layers == 1
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 2 and "--resume" in again.output
+    resumed = CliRunner().invoke(app, args[:-8] + ["--steps", "6", "--eval-every", "2", "--eval-prompts", "0",
+                                                   "--token-subset", "128", "--exit-dim", "64", "--layers", "1",
+                                                   "--batch-positions", "8", "--predict", "2", "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    state = json.loads((out / "training" / "checkpoint" / "train_state.json").read_text())
+    assert state["step"] == 6
+
+
+def test_untie_head_is_the_same_function():
+    from redrafter_mlx.training import untie_head
+
+    model, config = tiny()
+    ids = np.arange(40, dtype=np.int32)[::-1].copy()
+    tied = make_drafter(_cfg(head_tied=True, token_subset_size=40), config, model.embedding, ids)
+    tied.head_proj.weight = mx.random.normal(tied.head_proj.weight.shape)
+    untied = untie_head(tied, model.embedding)
+    assert not untied.config.head_tied and untied.config.token_subset_size == 40
+    h, s = mx.random.normal((3, 64)), mx.random.normal((3, 64))
+    np.testing.assert_allclose(np.array(untied.logits(h, s)), np.array(tied.logits(h, s, model.embedding)),
+                               rtol=1e-4, atol=1e-4)
+    a, _ = beam_search(tied, model.embedding, h[0], mx.array(5), 3, 4)
+    b, _ = beam_search(untied, model.embedding, h[0], mx.array(5), 3, 4)
+    assert a.tolist() == b.tolist()
