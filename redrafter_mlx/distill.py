@@ -31,6 +31,7 @@ import mlx.core as mx
 import numpy as np
 from mlx import nn
 
+from .progress import start_progress
 from .prompting import encode_prompt
 
 
@@ -368,24 +369,8 @@ def distill(
     if backend not in ("ours", "mlx-lm"):
         raise ValueError(f"unknown distillation backend {backend!r}")
     eos = set(getattr(tokenizer, "eos_token_ids", None) or []) or {tokenizer.eos_token_id}
-    bar, task = None, None
-    if progress is not None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        bar = Progress(
-            TextColumn("distilling"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[tps]:.0f} tok/s"), TimeElapsedColumn(), TimeRemainingColumn(),
-            console=progress, transient=False,
-        )
-        bar.start()
-        task = bar.add_task("distill", total=len(all_jobs), completed=stats.prompts_skipped, tps=0.0)
+    bar, task = start_progress(progress, "distilling", len(all_jobs), completed=stats.prompts_skipped,
+                               extra="{task.fields[tps]:.0f} tok/s", tps=0.0)
     tic = time.perf_counter()
     try:
         store = HiddenStore(hidden_dir) if hidden_dir is not None else None

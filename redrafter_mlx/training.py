@@ -37,6 +37,7 @@ from mlx import nn
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
 from .distill import DistillRecord, HiddenStore, read_distill_file
+from .progress import start_progress
 from .drafter import (
     Drafter,
     DrafterConfig,
@@ -509,22 +510,8 @@ def train_drafter(
             if out_dir is not None:
                 save_drafter_as(drafter, out_dir, cfg.save_dtype)
 
-    bar = task = None
-    if console is not None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        bar = Progress(TextColumn("training"), BarColumn(), MofNCompleteColumn(),
-                       TextColumn("loss {task.fields[loss]:.3f}"), TimeElapsedColumn(),
-                       TimeRemainingColumn(), console=console)
-        bar.start()
-        task = bar.add_task("train", total=total_steps, completed=state["step"], loss=float("nan"))
+    bar, task = start_progress(console, "training", total_steps, completed=state["step"],
+                               extra="loss {task.fields[loss]:.3f}", loss=float("nan"))
 
     tic = time.perf_counter()
     ema = None
@@ -608,20 +595,7 @@ def prepare_data(
     missing = [r for r in records
                if r.id not in stored or len(stored[r.id]) != len(r.response_ids)]
     if missing:
-        bar = task = None
-        if console is not None:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeRemainingColumn,
-            )
-
-            bar = Progress(TextColumn("LLM hidden states"), BarColumn(), MofNCompleteColumn(),
-                           TimeRemainingColumn(), console=console)
-            bar.start()
-            task = bar.add_task("hidden", total=len(missing))
+        bar, task = start_progress(console, "LLM hidden states", len(missing))
         try:
             for k in range(0, len(missing), 64):  # saved in chunks: interruptible
                 part = missing[k : k + 64]
