@@ -33,13 +33,16 @@ class GenerationStats:
 
     prompt_tokens: int = 0
     num_tokens: int = 0
-    steps: int = 0
     prompt_time: float = 0.0
     generation_time: float = 0.0
     accepted_per_step: list[int] = field(default_factory=list)
     verified_tokens: list[int] = field(default_factory=list)
     phase_times: dict[str, float] = field(default_factory=dict)
     finish_reason: str = "length"  # "stop" when an EOS token ended generation
+
+    @property
+    def steps(self) -> int:
+        return len(self.accepted_per_step)
 
     @property
     def prompt_tps(self) -> float:
@@ -52,8 +55,7 @@ class GenerationStats:
     @property
     def tokens_per_step(self) -> float:
         """Tokens produced per forward pass after prefill (AR: 1.0)."""
-        steps = len(self.accepted_per_step)
-        return sum(self.accepted_per_step) / steps if steps else 1.0
+        return sum(self.accepted_per_step) / self.steps if self.steps else 1.0
 
 
 @dataclass
@@ -125,7 +127,6 @@ def generate_ar(
             if stats.num_tokens == 0 and not stats.prompt_time:
                 stats.prompt_time, tic = now - tic, now
             else:
-                stats.steps += 1
                 stats.accepted_per_step.append(1)
             if value in eos_ids:
                 stats.finish_reason = "stop"
@@ -213,7 +214,6 @@ def generate_redrafter(
                 [result.accepted[None], result.emitted, layout.count[None]]
             ).tolist()
             cache.commit(accepted + 1)
-            stats.steps += 1
             stats.accepted_per_step.append(accepted + 1)
             new = emitted[: accepted + 1]
             stop = next((i for i, t in enumerate(new) if t in eos_ids), None)
