@@ -14,9 +14,10 @@ from redrafter_mlx.data import balanced_subset, load_prompts
 from redrafter_mlx.drafter import Drafter
 from redrafter_mlx.loading import DEFAULT_MODEL, LoadedModel, load, load_drafter_for
 from redrafter_mlx.profiling import bench as runner
+from redrafter_mlx.profiling.verify_cost import verify_cost as measure_verify_cost
 from redrafter_mlx.prompting import encode_prompt
 
-from .app import app, console, friendly_errors, print_json
+from .app import UsageError, app, console, friendly_errors, print_json
 from .generate import check_decoding, read_prompts
 from .options import BeamLengthOpt, BeamWidthOpt, DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt
 
@@ -48,10 +49,15 @@ def bench(
     skip_mlx_lm: Annotated[bool, typer.Option("--skip-mlx-lm", help="Do not run the mlx-lm peer.")] = False,
     profile: Annotated[bool, typer.Option("--profile", help="Per-phase ReDrafter timings (slower).")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the results as one JSON object.")] = False,
+    verify_cost: Annotated[Optional[str], typer.Option(
+        "--verify-cost", metavar="P,P,...",
+        help="Instead: time one verify pass per packed length P (e.g. 1,4,8,12,16) on a 200-token cache.")] = None,
 ) -> None:
     """Throughput, tokens/step, compression, memory and output identity of all three decoders."""
-    check_decoding("redrafter", beam_width, beam_length)
     dtype_ = runtime.parse_dtype(dtype)
+    if verify_cost is not None:
+        return show_verify_cost(model, dtype_, parse_sizes(verify_cost), json_out)
+    check_decoding("redrafter", beam_width, beam_length)
     loaded, draft_model, prompts = setup(model, drafter, dtype_, prompts_file, num_prompts)
     console.print(f"[dim]{runtime.describe(dtype_)}; {len(prompts)} prompts, {max_tokens} max tokens, "
                   f"W={beam_width} L={beam_length}[/dim]")
@@ -69,6 +75,30 @@ def bench(
         print_json(report)
     else:
         show(report)
+
+
+def parse_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise UsageError(f"--verify-cost wants positive integers like 1,4,8, got {text!r}")
+    return sizes
+
+
+def show_verify_cost(model: str, dtype, sizes: list[int], json_out: bool) -> None:
+    loaded = load(model, dtype)
+    console.print(f"[dim]{runtime.describe(dtype)}; one verify pass on a 200-token cache[/dim]")
+    times = measure_verify_cost(loaded.model, sizes)
+    if json_out:
+        return print_json({"model": model, "context": 200, "seconds": times})
+    table = Table(title="verify cost by packed length P")
+    for column in ("P", "ms", f"x P={sizes[0]}"):
+        table.add_column(column, justify="right")
+    for size, seconds in times.items():
+        table.add_row(str(size), f"{seconds * 1e3:.0f}", f"{seconds / times[sizes[0]]:.2f}")
+    Console().print(table)
 
 
 def summarise(results: list[runner.MethodResult], beam_cells: int) -> dict:

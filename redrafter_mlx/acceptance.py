@@ -42,10 +42,11 @@ class Acceptance:
     next_index: mx.array  # () int32: packed position whose hidden state drafts next
 
 
-def accept(beams: mx.array, unpack_index: mx.array, log_probs: mx.array, sampler: Sampler) -> Acceptance:
-    """beams, unpack_index: (W, L); log_probs: (P, V) the LLM's log-probs at packed positions."""
+def accept(beams: mx.array, unpack_index: mx.array, scores: mx.array, sampler: Sampler) -> Acceptance:
+    """beams, unpack_index: (W, L); scores: (P, V) what `sampler` reads at the packed
+    positions (the LLM's log-probs; raw logits suffice for argmax)."""
     length = beams.shape[1]
-    drawn = sampler(log_probs).astype(mx.int32)[unpack_index]  # (W, L): y after beams[w, :k+1]
+    drawn = sampler(scores).astype(mx.int32)[unpack_index]  # (W, L): y after beams[w, :k+1]
     matches = (beams[:, 1:] == drawn[:, :-1]).astype(mx.int32)  # drafted token == LLM's token
     accepted_per_beam = mx.cumprod(matches, axis=1).sum(axis=1)  # (W,)
     best = mx.argmax(accepted_per_beam)

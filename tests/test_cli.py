@@ -162,3 +162,43 @@ def test_profile_writes_a_chrome_trace_with_every_phase(tmp_path, write_tiny_fol
     assert set(record["phase_times"]) == phases
     events = json.loads(trace.read_text())["traceEvents"]
     assert {e["name"] for e in events} == phases and all(e["ph"] == "X" and e["dur"] >= 0 for e in events)
+
+
+def invoke(*args: str):
+    from typer.testing import CliRunner
+
+    from redrafter_mlx.cli.main import load_commands
+
+    return CliRunner().invoke(load_commands(), list(args))
+
+
+def test_bench_runs_all_three_decoders_on_the_same_prompts(tmp_path, write_tiny_folder):
+    """mlx-lm, our AR and greedy ReDrafter agree token for token; the report has every field."""
+    from redrafter_mlx.drafter import save_drafter
+
+    from .test_redrafter import random_drafter
+
+    model = write_tiny_folder(tmp_path / "model")
+    drafter = save_drafter(random_drafter(49152, 64, tied=True), tmp_path / "drafter")
+    result = invoke("bench", "-M", str(model), "-d", str(drafter), "-w", "2", "-l", "3", "-n", "3", "-m", "12",
+                    "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout.splitlines()[-1])
+    names = [m["name"] for m in report["methods"]]
+    assert names == ["mlx-lm AR", "AR (ours)", "ReDrafter"] and report["prompts"] == 3
+    for m in report["methods"]:
+        assert m["identical_to_ar"], m["name"]
+        assert m["tokens_per_s"] > 0 and m["peak_memory_gb"] > 0 and m["num_tokens"] > 0
+    redrafter = report["methods"][-1]
+    assert 1.0 <= redrafter["tokens_per_step"] <= 3.0
+    assert 0 < redrafter["compression"] <= 1.0
+    assert report["methods"][0]["speedup_vs_first"] == 1.0
+
+
+def test_bench_verify_cost_times_each_packed_length(tmp_path, write_tiny_folder):
+    model = write_tiny_folder(tmp_path / "model")
+    result = invoke("bench", "-M", str(model), "--verify-cost", "1,4,9", "--json")
+    assert result.exit_code == 0, result.output
+    seconds = json.loads(result.stdout.splitlines()[-1])["seconds"]
+    assert list(seconds) == ["1", "4", "9"] and all(s > 0 for s in seconds.values())
+    assert_one_line_error(run("bench", "--verify-cost", "0,x"), 2, "--verify-cost")

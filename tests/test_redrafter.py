@@ -232,3 +232,14 @@ def test_sampled_redrafter_has_the_llm_distribution(temperature):
     # Control: the same test rejects a wrong distribution (a different temperature).
     wrong = exact_sequence_probabilities(temperature * 2)
     assert chi_square_p_value(counts, wrong, n) < 1e-6
+
+
+def test_greedy_reads_raw_logits_and_samplers_read_log_probs():
+    """Greedy skips the vocabulary-wide log-softmax (same argmax); samplers get log-probs."""
+    logits = mx.array([[3.0, -1.0, 7.5, 0.25], [0.0, 2.0, 1.0, -4.0]])
+    assert decoding.make_greedy_or_sampler() is decoding.greedy
+    assert decoding.sampler_scores(decoding.greedy, logits) is logits
+    sampler = decoding.make_greedy_or_sampler(temp=0.7)
+    log_probs = np.array(decoding.sampler_scores(sampler, logits))
+    np.testing.assert_allclose(np.exp(log_probs).sum(axis=-1), 1.0, rtol=1e-6)
+    np.testing.assert_array_equal(np.array(decoding.greedy(logits)), log_probs.argmax(axis=-1))
