@@ -31,6 +31,7 @@ import mlx.core as mx
 import numpy as np
 from mlx import nn
 
+from .decoding import greedy
 from .progress import start_progress
 from .prompting import encode_prompt
 
@@ -213,13 +214,9 @@ class HiddenStore:
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
         self.index_file = self.folder / "index.json"
-        self.chunks: list[list[Any]] = self._read_index()
 
     def _read_index(self) -> list[list[Any]]:
         return json.loads(self.index_file.read_text()) if self.index_file.exists() else []
-
-    def ids(self) -> set[str]:
-        return {i for _, ids, _ in self.chunks for i in ids}
 
     def add(self, ids: list[str], hiddens: list[np.ndarray]) -> None:
         """Store one array (R_i, hidden) per id (a later copy of an id wins on load).
@@ -233,17 +230,15 @@ class HiddenStore:
         name = f"chunk_{time.time_ns():x}_{os.getpid()}.npy"
         np.save(self.folder / name, np.concatenate(hiddens).astype(np.float32))
         entry = [name, list(ids), [len(h) for h in hiddens]]
-        self.chunks = self._read_index() + [entry]
         tmp = self.index_file.with_name(f"index.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self.chunks))
+        tmp.write_text(json.dumps(self._read_index() + [entry]))
         tmp.replace(self.index_file)
 
     def load(self, ids: list[str]) -> dict[str, np.ndarray]:
         """id -> (R, hidden) for the requested ids that are stored (latest copy wins)."""
-        self.chunks = self._read_index()
         wanted = set(ids)
         out: dict[str, np.ndarray] = {}
-        for name, chunk_ids, lengths in self.chunks:
+        for name, chunk_ids, lengths in self._read_index():
             if not wanted.intersection(chunk_ids):
                 continue
             data = np.load(self.folder / name, mmap_mode="r")
@@ -254,12 +249,18 @@ class HiddenStore:
         return out
 
 
-def _sample(logits: mx.array, temps: mx.array) -> mx.array:
-    """Per-row greedy (temp 0) or categorical sampling at that row's temperature."""
-    greedy = mx.argmax(logits, axis=-1)
-    scaled = logits * (1.0 / mx.maximum(temps, 1e-6))[:, None]
-    sampled = mx.random.categorical(scaled, axis=-1)
-    return mx.where(temps > 0, sampled, greedy).astype(mx.int32)
+def _sample(logits: mx.array, temps: list[float]) -> mx.array:
+    """Per-row greedy (temp 0) or categorical sampling at that row's temperature.
+
+    An all-greedy batch skips the categorical draw over the vocabulary (measured at ~9% of a
+    batched step on a CPU); `temps` is a host list, so deciding that costs no device read.
+    """
+    chosen = greedy(logits)
+    if any(t > 0 for t in temps):
+        rows = mx.array(temps, dtype=mx.float32)
+        sampled = mx.random.categorical(logits * (1.0 / mx.maximum(rows, 1e-6))[:, None], axis=-1)
+        chosen = mx.where(rows > 0, sampled, chosen)
+    return chosen.astype(mx.int32)
 
 
 def generate_with_hidden(
@@ -277,14 +278,15 @@ def generate_with_hidden(
     per job, batch by batch. mlx-lm's BatchGenerator cannot return hidden states, and
     measured slower here (continuous batching bookkeeping per token).
     """
-    eos = mx.array(sorted(set(eos_ids)) or [-1], dtype=mx.int32)
+    eos_set = set(eos_ids)
+    eos = mx.array(sorted(eos_set) or [-1], dtype=mx.int32)
     for start in range(0, len(jobs), batch_size):
         batch = jobs[start : start + batch_size]
         lengths = [len(job[1]) for job in batch]
         width = max(lengths)
         pad = mx.array([width - n for n in lengths], dtype=mx.int32)  # (B,)
         tokens = mx.array([[0] * (width - len(j[1])) + list(j[1]) for j in batch], dtype=mx.int32)
-        temps = mx.array([job[2] for job in batch], dtype=mx.float32)
+        temps = [job[2] for job in batch]
         cols = mx.arange(width)
         positions = mx.maximum(cols[None] - pad[:, None], 0)
         valid = cols[None] >= pad[:, None]  # (B, S) real keys
@@ -312,7 +314,6 @@ def generate_with_hidden(
             mx.async_eval(hidden, token, finished)
         out_tokens = np.array(mx.stack(outputs, axis=1))  # (B, steps)
         out_states = np.array(mx.stack(states, axis=1).astype(mx.float32))  # (B, steps, D)
-        eos_set = set(np.array(eos).tolist())
         for row, job in enumerate(batch):
             response = out_tokens[row].tolist()
             stop = next((i for i, t in enumerate(response) if t in eos_set), None)

@@ -254,3 +254,15 @@ def test_untie_head_is_the_same_function():
     a, _ = beam_search(tied, model.embedding, h[0], mx.array(5), 3, 4)
     b, _ = beam_search(untied, model.embedding, h[0], mx.array(5), 3, 4)
     assert a.tolist() == b.tolist()
+
+
+def test_distill_sampler_is_greedy_on_temperature_zero_rows():
+    from redrafter_mlx.distill import _sample
+
+    logits = mx.random.normal((4, 50)) * 3
+    argmax = mx.argmax(logits, axis=-1).tolist()
+    assert _sample(logits, [0.0] * 4).tolist() == argmax
+    mixed = _sample(logits, [0.0, 5.0, 0.0, 5.0]).tolist()
+    assert [mixed[0], mixed[2]] == [argmax[0], argmax[2]]
+    draws = {tuple(_sample(logits, [0.0, 5.0, 0.0, 5.0]).tolist()[1::2]) for _ in range(20)}
+    assert len(draws) > 1  # the sampled rows really sample
