@@ -17,9 +17,9 @@ from redrafter_mlx.profiling import bench as runner
 from redrafter_mlx.profiling.verify_cost import verify_cost as measure_verify_cost
 from redrafter_mlx.prompting import encode_prompt
 
-from .app import UsageError, app, console, friendly_errors, print_json
+from .app import app, console, friendly_errors, print_json
 from .generate import check_decoding, read_prompts
-from .options import BeamLengthOpt, BeamWidthOpt, DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt
+from .options import BeamLengthOpt, BeamWidthOpt, DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt, parse_sizes
 
 
 def setup(
@@ -56,7 +56,7 @@ def bench(
     """Throughput, tokens/step, compression, memory and output identity of all three decoders."""
     dtype_ = runtime.parse_dtype(dtype)
     if verify_cost is not None:
-        return show_verify_cost(model, dtype_, parse_sizes(verify_cost), json_out)
+        return show_verify_cost(model, dtype_, parse_sizes(verify_cost, "--verify-cost"), json_out)
     check_decoding("redrafter", beam_width, beam_length)
     loaded, draft_model, prompts = setup(model, drafter, dtype_, prompts_file, num_prompts)
     console.print(f"[dim]{runtime.describe(dtype_)}; {len(prompts)} prompts, {max_tokens} max tokens, "
@@ -75,16 +75,6 @@ def bench(
         print_json(report)
     else:
         show(report)
-
-
-def parse_sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(part) for part in text.split(",")]
-    except ValueError:
-        sizes = []
-    if not sizes or min(sizes) < 1:
-        raise UsageError(f"--verify-cost wants positive integers like 1,4,8, got {text!r}")
-    return sizes
 
 
 def show_verify_cost(model: str, dtype, sizes: list[int], json_out: bool) -> None:

@@ -8,6 +8,8 @@ import typer
 
 from redrafter_mlx.loading import DEFAULT_MODEL
 
+from .app import UsageError
+
 ModelOpt = Annotated[
     str,
     typer.Option("--model", "-M", help="Alias, local folder, hub id or .gguf file."),
@@ -31,3 +33,14 @@ BeamLengthOpt = Annotated[int, typer.Option("--beam-length", "-l", help="Tokens 
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Print device, dtype and BLAS.")]
 
 __all__ = ["DEFAULT_MODEL"]
+
+
+def parse_sizes(text: str, name: str) -> list[int]:
+    """Sorted distinct positive integers from "1,4,8" (option `name` in the error)."""
+    try:
+        sizes = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise UsageError(f"{name}: expected comma-separated integers, got {text!r}") from None
+    if not sizes or sizes[0] < 1:
+        raise UsageError(f"{name}: values must be >= 1, got {text!r}")
+    return sizes

@@ -15,19 +15,9 @@ from redrafter_mlx.loading import DEFAULT_MODEL
 from redrafter_mlx.profiling import bench as runner
 from redrafter_mlx.profiling.sweep import grid, plot_all, run_sweep
 
-from .app import UsageError, app, console, friendly_errors
+from .app import app, console, friendly_errors
 from .bench import setup
-from .options import DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt
-
-
-def parse_sizes(text: str, name: str) -> list[int]:
-    try:
-        sizes = sorted({int(x) for x in text.split(",") if x.strip()})
-    except ValueError:
-        raise UsageError(f"{name}: expected comma-separated integers, got {text!r}") from None
-    if not sizes or sizes[0] < 1:
-        raise UsageError(f"{name}: values must be >= 1, got {text!r}")
-    return sizes
+from .options import DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt, parse_sizes
 
 
 @app.command()
