@@ -64,6 +64,7 @@ def train(
     max_prompts: Annotated[int, typer.Option("--max-prompts", min=1, help="Prompts to distil.")] = 600,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Answer length cap.")] = 128,
     distill_batch: Annotated[int, typer.Option("--distill-batch", min=1, help="Sequences decoded together.")] = 64,
+    distill_workers: Annotated[int, typer.Option("--distill-workers", min=1, help="Distillation processes, each loading the LLM (CPU: one per core; GPU: 1).")] = 1,
     sampled_fraction: Annotated[float, typer.Option("--sampled-fraction", min=0.0, max=1.0, help="Share of answers sampled (rest greedy).")] = 0.5,
     distill_temp: Annotated[float, typer.Option("--distill-temp", min=0.0, help="Temperature of sampled answers.")] = 0.7,
     skip_distill: Annotated[bool, typer.Option("--skip-distill", help="Train on the distillation data as it is.")] = False,
@@ -89,6 +90,7 @@ def train(
 ) -> None:
     """Train a ReDrafter drafter for MODEL: distil its answers, then fit the drafter (Eq. 2)."""
     from redrafter_mlx.distill import distill
+    from redrafter_mlx.distill_workers import distill_in_workers
     from redrafter_mlx.training import TrainConfig, prepare_data, train_drafter
 
     if out.exists() and not out.is_dir():
@@ -113,12 +115,14 @@ def train(
     if not skip_distill:
         records = read_prompt_file(prompts) if prompts else _shipped_train_prompts()
         random.Random(seed).shuffle(records)
-        stats = distill(
-            loaded.model, loaded.tokenizer, loaded.config, records[:max_prompts], data_file,
-            max_new_tokens=max_new_tokens, batch_size=distill_batch,
-            sampled_fraction=sampled_fraction, temp=distill_temp, seed=seed, progress=console,
-            hidden_dir=work / "hidden",
-        )
+        options = dict(max_new_tokens=max_new_tokens, batch_size=distill_batch, sampled_fraction=sampled_fraction,
+                       temp=distill_temp, seed=seed, progress=console, hidden_dir=work / "hidden")
+        if distill_workers > 1:
+            stats = distill_in_workers(model, dtype, records[:max_prompts], data_file,
+                                       workers=distill_workers, **options)
+        else:
+            stats = distill(loaded.model, loaded.tokenizer, loaded.config, records[:max_prompts], data_file,
+                            **options)
         console.print(
             f"distillation: {stats.prompts_done} new answers, {stats.prompts_skipped} already done, "
             f"{stats.tokens} tokens in {stats.seconds:.0f}s ({stats.tokens_per_second:.1f} tok/s)"

@@ -19,6 +19,7 @@ file are skipped, and a torn last line is cut off.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -95,7 +96,7 @@ def read_distill_file(path: str | Path) -> list[DistillRecord]:
     return list(records.values())
 
 
-def _repair_tail(path: Path) -> None:
+def repair_tail(path: Path) -> None:
     """Cut a partially written last line so appended records start on a fresh line."""
     if not path.exists() or path.stat().st_size == 0:
         return
@@ -221,8 +222,9 @@ class HiddenStore:
     def add(self, ids: list[str], hiddens: list[np.ndarray]) -> None:
         """Store one array (R_i, hidden) per id (a later copy of an id wins on load).
 
-        Safe with several writers (distillation and a training run on the same folder):
-        chunk names are unique and the index is re-read and merged before it is replaced.
+        Safe with several writers (distillation workers, a training run on the same
+        folder): chunk names are unique, and the index is re-read, extended and replaced
+        under an exclusive lock, so no writer's entry is lost.
         """
         if not ids:
             return
@@ -230,9 +232,11 @@ class HiddenStore:
         name = f"chunk_{time.time_ns():x}_{os.getpid()}.npy"
         np.save(self.folder / name, np.concatenate(hiddens).astype(np.float32))
         entry = [name, list(ids), [len(h) for h in hiddens]]
-        tmp = self.index_file.with_name(f"index.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self._read_index() + [entry]))
-        tmp.replace(self.index_file)
+        with (self.folder / "index.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            tmp = self.index_file.with_name(f"index.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(self._read_index() + [entry]))
+            tmp.replace(self.index_file)
 
     def load(self, ids: list[str]) -> dict[str, np.ndarray]:
         """id -> (R, hidden) for the requested ids that are stored (latest copy wins)."""
@@ -353,7 +357,7 @@ def distill(
     """
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    _repair_tail(out)
+    repair_tail(out)
     done = {r.id for r in read_distill_file(out)}
     ids = [prompt_id(r, i) for i, r in enumerate(prompts)]
     if len(set(ids)) != len(ids):

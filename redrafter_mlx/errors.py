@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from .distill_workers import WorkerFailed
 from .gguf import GGUFError
 from .loading import ModelLoadError
 
@@ -16,4 +17,5 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     PermissionError,
     json.JSONDecodeError,
     ValueError,
+    WorkerFailed,
 )

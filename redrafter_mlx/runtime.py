@@ -8,10 +8,14 @@ first thing. Set REDRAFTER_NO_OPENBLAS=1 to keep the reference BLAS.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import functools
 import os
 import platform
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import mlx.core as mx
@@ -89,6 +93,34 @@ def reexec_with_fast_blas() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+
+
+@functools.cache
+def parallel_streams() -> tuple[mx.Stream, ...]:
+    """Streams whose work may run at the same time: one per core on the CPU, where each MLX
+    stream has its own thread and element-wise kernels use one core (ml-explore/mlx#3019);
+    just the default stream on a GPU, which is parallel already."""
+    if on_gpu():
+        return (mx.default_stream(mx.default_device()),)
+    return tuple(mx.new_stream(mx.cpu) for _ in range(max(1, os.cpu_count() or 1)))
+
+
+@contextlib.contextmanager
+def blas_threads(count: int) -> Iterator[None]:
+    """Run the block with OpenBLAS on `count` threads (no-op with another BLAS). With work
+    on several streams, one BLAS thread per stream avoids oversubscribing the cores."""
+    try:
+        lib = ctypes.CDLL("libopenblas.so.0")
+        get, set_ = lib.openblas_get_num_threads, lib.openblas_set_num_threads
+    except (OSError, AttributeError):
+        yield
+        return
+    before = get()
+    set_(count)
+    try:
+        yield
+    finally:
+        set_(before)
 
 
 def describe(dtype: mx.Dtype) -> str:

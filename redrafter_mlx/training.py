@@ -21,6 +21,7 @@ never propose them) and the subset is stored in the drafter as `token_ids`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -36,6 +37,7 @@ import numpy as np
 from mlx import nn
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
+from . import runtime
 from .distill import DistillRecord, HiddenStore, read_distill_file
 from .progress import start_progress
 from .drafter import (
@@ -250,20 +252,22 @@ def make_drafter(
 
 def unrolled_logits(
     drafter: Drafter, embedding: Embedding, hidden: mx.array, tokens: mx.array, predict: int,
-    table: Any = None,
+    table: Any = None, streams: Sequence[mx.Stream] = (),
 ) -> list[mx.array]:
     """Head logits at depths 1..predict for a batch of positions, as in beam search.
 
     hidden (M, D): h_t; tokens (M, predict + 1): [y_{t+1}, ...] (column 0 = guaranteed
     token; -1 entries are clamped, their outputs are masked by the caller).
-    Depth j reads y_{t+j} into the RNN state and scores y_{t+j+1}.
+    Depth j reads y_{t+j} into the RNN state and scores y_{t+j+1}, on stream
+    `streams[j % len(streams)]` when given (the depths' heads are independent).
     """
     inputs = mx.stop_gradient(embed_tokens(embedding, mx.maximum(tokens[:, :predict], 0)))
     state = drafter.init_state(hidden.shape[:1], dtype=hidden.dtype)
     out = []
     for j in range(predict):
         state = drafter.update_state(state, inputs[:, j])
-        out.append(drafter.head_logits(drafter.features(hidden, state), table))
+        with mx.stream(streams[j % len(streams)]) if streams else contextlib.nullcontext():
+            out.append(drafter.head_logits(drafter.features(hidden, state), table))
     return out
 
 
@@ -273,20 +277,26 @@ def drafter_loss(
 ) -> tuple[mx.array, mx.array]:
     """Eq. 2: sum over depths of the mean cross-entropy of valid targets (targets outside
     the head's token subset or past the sequence end are ignored).
-    Returns (loss, per-depth valid counts (predict,))."""
+    Returns (loss, per-depth valid counts (predict,)).
+
+    The depths' heads and cross-entropies (the exp over K logits per target: most of a
+    step on CPU) run on `runtime.parallel_streams()`, i.e. on all cores of a CPU."""
     table = drafter.head_table(embedding)
     if table is not None and isinstance(table, mx.array):
         table = mx.stop_gradient(table)
-    logits = unrolled_logits(drafter, embedding, hidden, tokens, predict, table)
+    streams = runtime.parallel_streams()
+    logits = unrolled_logits(drafter, embedding, hidden, tokens, predict, table, streams)
     total = mx.array(0.0)
     counts = []
     for j, lg in enumerate(logits):
-        target = tokens[:, j + 1]
-        head_target = mx.where(target >= 0, index_map[mx.maximum(target, 0)], -1)
-        valid = head_target >= 0
-        ce = nn.losses.cross_entropy(lg.astype(mx.float32), mx.maximum(head_target, 0), reduction="none")
-        n = valid.sum()
-        total = total + mx.where(valid, ce, 0.0).sum() / mx.maximum(n, 1)
+        with mx.stream(streams[j % len(streams)]):
+            target = tokens[:, j + 1]
+            head_target = mx.where(target >= 0, index_map[mx.maximum(target, 0)], -1)
+            valid = head_target >= 0
+            ce = nn.losses.cross_entropy(lg.astype(mx.float32), mx.maximum(head_target, 0), reduction="none")
+            n = valid.sum()
+            depth_loss = mx.where(valid, ce, 0.0).sum() / mx.maximum(n, 1)
+        total = total + depth_loss
         counts.append(n)
     return total, mx.stack(counts)
 
@@ -515,52 +525,54 @@ def train_drafter(
 
     tic = time.perf_counter()
     ema = None
-    try:
-        while state["step"] < total_steps:
-            step = state["step"]
-            # Positions drawn without replacement within an epoch; the permutation depends
-            # only on (seed, epoch), so a resumed run continues the same stream.
-            grads_sum = None
-            loss_sum = 0.0
-            for micro in range(cfg.grad_accum):
-                k = step * cfg.grad_accum + micro
-                epoch, slot = divmod(k * cfg.batch_positions, n_train)
-                perm = np.random.default_rng([cfg.seed, epoch]).permutation(n_train)
-                sel = perm[slot : slot + cfg.batch_positions]
-                if len(sel) < cfg.batch_positions:  # wrap into the next epoch
-                    nxt = np.random.default_rng([cfg.seed, epoch + 1]).permutation(n_train)
-                    sel = np.concatenate([sel, nxt[: cfg.batch_positions - len(sel)]])
-                h = mx.array(h_train[sel])
-                w = mx.array(w_train[sel])
-                loss, grads = loss_and_grad(drafter, h, w)
-                grads_sum = grads if grads_sum is None else tree_map(mx.add, grads_sum, grads)
-                loss_sum = loss_sum + loss
-            if cfg.grad_accum > 1:
-                grads_sum = tree_map(lambda g: g / cfg.grad_accum, grads_sum)
-            if cfg.grad_clip:
-                grads_sum, _ = optim.clip_grad_norm(grads_sum, cfg.grad_clip)
-            opt.update(drafter, grads_sum)
-            mx.eval(drafter.parameters(), opt.state, loss_sum)
-            value = float(loss_sum) / cfg.grad_accum
-            ema = value if ema is None else 0.95 * ema + 0.05 * value
-            state["step"] = step + 1
-            state.setdefault("losses", []).append(round(value, 5))
-            if bar is not None:
-                bar.update(task, advance=1, loss=ema)
-            done = state["step"]
-            if log is not None and cfg.log_every and done % cfg.log_every == 0:
-                log({"step": done, "loss": ema, "lr": float(opt.learning_rate),
-                     "seconds": time.perf_counter() - tic})
-            if done % cfg.eval_every == 0 or done == total_steps:
-                entry = evaluate(done) | {"loss": ema, "seconds": time.perf_counter() - tic}
-                record(entry, done)
+    # One BLAS thread per stream: the depths already keep every core busy.
+    with runtime.blas_threads(1) if len(runtime.parallel_streams()) > 1 else contextlib.nullcontext():
+        try:
+            while state["step"] < total_steps:
+                step = state["step"]
+                # Positions drawn without replacement within an epoch; the permutation depends
+                # only on (seed, epoch), so a resumed run continues the same stream.
+                grads_sum = None
+                loss_sum = 0.0
+                for micro in range(cfg.grad_accum):
+                    k = step * cfg.grad_accum + micro
+                    epoch, slot = divmod(k * cfg.batch_positions, n_train)
+                    perm = np.random.default_rng([cfg.seed, epoch]).permutation(n_train)
+                    sel = perm[slot : slot + cfg.batch_positions]
+                    if len(sel) < cfg.batch_positions:  # wrap into the next epoch
+                        nxt = np.random.default_rng([cfg.seed, epoch + 1]).permutation(n_train)
+                        sel = np.concatenate([sel, nxt[: cfg.batch_positions - len(sel)]])
+                    h = mx.array(h_train[sel])
+                    w = mx.array(w_train[sel])
+                    loss, grads = loss_and_grad(drafter, h, w)
+                    grads_sum = grads if grads_sum is None else tree_map(mx.add, grads_sum, grads)
+                    loss_sum = loss_sum + loss
+                if cfg.grad_accum > 1:
+                    grads_sum = tree_map(lambda g: g / cfg.grad_accum, grads_sum)
+                if cfg.grad_clip:
+                    grads_sum, _ = optim.clip_grad_norm(grads_sum, cfg.grad_clip)
+                opt.update(drafter, grads_sum)
+                mx.eval(drafter.parameters(), opt.state, loss_sum)
+                value = float(loss_sum) / cfg.grad_accum
+                ema = value if ema is None else 0.95 * ema + 0.05 * value
+                state["step"] = step + 1
+                state.setdefault("losses", []).append(round(value, 5))
                 if bar is not None:
-                    bar.console.print(_format_entry(entry))
-            if done % cfg.checkpoint_every == 0 or done == total_steps:
-                _save_checkpoint(ckpt, drafter, opt, state)
-    finally:
-        if bar is not None:
-            bar.stop()
+                    bar.update(task, advance=1, loss=ema)
+                done = state["step"]
+                if log is not None and cfg.log_every and done % cfg.log_every == 0:
+                    log({"step": done, "loss": ema, "lr": float(opt.learning_rate),
+                         "seconds": time.perf_counter() - tic})
+                if done % cfg.eval_every == 0 or done == total_steps:
+                    entry = evaluate(done) | {"loss": ema, "seconds": time.perf_counter() - tic}
+                    record(entry, done)
+                    if bar is not None:
+                        bar.console.print(_format_entry(entry))
+                if done % cfg.checkpoint_every == 0 or done == total_steps:
+                    _save_checkpoint(ckpt, drafter, opt, state)
+        finally:
+            if bar is not None:
+                bar.stop()
     return TrainResult(state["step"], time.perf_counter() - tic, state["history"], state["best"], drafter)
 
 

@@ -202,3 +202,17 @@ def test_bench_verify_cost_times_each_packed_length(tmp_path, write_tiny_folder)
     seconds = json.loads(result.stdout.splitlines()[-1])["seconds"]
     assert list(seconds) == ["1", "4", "9"] and all(s > 0 for s in seconds.values())
     assert_one_line_error(run("bench", "--verify-cost", "0,x"), 2, "--verify-cost")
+
+
+def test_blas_threads_is_set_inside_and_restored():
+    import ctypes
+
+    from redrafter_mlx.runtime import blas_threads, loaded_blas
+
+    if not loaded_blas().startswith("OpenBLAS"):
+        pytest.skip("OpenBLAS is not loaded in this process")
+    lib = ctypes.CDLL("libopenblas.so.0")
+    lib.openblas_set_num_threads(2)
+    with blas_threads(1):
+        assert lib.openblas_get_num_threads() == 1
+    assert lib.openblas_get_num_threads() == 2

@@ -212,6 +212,38 @@ def test_hidden_store_two_writers(tmp_path):
     assert got["x"].tolist() == [[5.0] * 3] * 2 and got["y"].shape == (1, 3)
 
 
+def test_distill_workers_agree_with_one_process_and_resume(tmp_path, write_tiny_folder):
+    """Two worker processes give the answers one process gives; a killed run's part file is
+    merged and its prompts are skipped; every new answer's hidden states are stored."""
+    from redrafter_mlx.distill_workers import WorkerFailed, distill_in_workers, part_files
+    from redrafter_mlx.loading import load
+
+    folder = write_tiny_folder(tmp_path / "model")
+    loaded = load(str(folder), mx.float32)
+    prompts = [{"prompt": f"Tell me about number {i} " * (1 + i % 3)} for i in range(7)]  # ids by position
+    options = dict(max_new_tokens=8, batch_size=4, sampled_fraction=0.0)
+    one = tmp_path / "one.jsonl"
+    distill(loaded.model, loaded.tokenizer, loaded.config, prompts, one, **options)
+    expected = {r.id: r.response_ids for r in read_distill_file(one)}
+
+    out = tmp_path / "two.jsonl"
+    leftover = next(line for line in one.read_text().splitlines() if '"prompt-3"' in line)
+    (tmp_path / "two.jsonl.part1").write_text(leftover + '\n{"id": "prompt-5", "prompt_ids": [1')
+    stats = distill_in_workers(str(folder), "float32", prompts, out, workers=2,
+                               hidden_dir=tmp_path / "hidden", **options)
+    assert part_files(out) == []
+    assert stats.prompts_skipped == 1 and stats.prompts_done == 6
+    assert stats.tokens == sum(len(v) for k, v in expected.items() if k != "prompt-3")
+    assert {r.id: r.response_ids for r in read_distill_file(out)} == expected
+    stored = HiddenStore(tmp_path / "hidden").load(list(expected))
+    assert set(stored) == set(expected) - {"prompt-3"}
+    again = distill_in_workers(str(folder), "float32", prompts, out, workers=2, **options)
+    assert again.prompts_done == 0 and len(out.read_text().splitlines()) == 7
+    with pytest.raises(WorkerFailed, match="worker 0 failed: .*no-such-model"):
+        distill_in_workers(str(tmp_path / "no-such-model"), "float32", [{"prompt": "x"}], tmp_path / "x.jsonl",
+                           workers=2, **options)
+
+
 def test_cli_train_distils_trains_and_guards_out(tmp_path, write_tiny_folder):
     from redrafter_mlx.cli.main import load_commands
     from typer.testing import CliRunner
@@ -224,8 +256,9 @@ def test_cli_train_distils_trains_and_guards_out(tmp_path, write_tiny_folder):
             "--steps", "4", "--eval-every", "2", "--eval-prompts", "1", "--token-subset", "128",
             "--exit-dim", "64", "--layers", "1", "--batch-positions", "8", "--predict", "2"]
     app = load_commands()
-    result = CliRunner().invoke(app, args)
+    result = CliRunner().invoke(app, args + ["--distill-workers", "2"])
     assert result.exit_code == 0, result.output
+    assert "distillation: 5 new answers" in result.output
     assert (out / "config.json").exists() and len(read_distill_file(out / "training" / "distill.jsonl")) == 5
     loaded = load_drafter(out)
     assert loaded.config.token_subset_size == 128 and loaded.config.num_draft_layers == 1
