@@ -256,9 +256,10 @@ def test_cli_train_distils_trains_and_guards_out(tmp_path, write_tiny_folder):
             "--steps", "4", "--eval-every", "2", "--eval-prompts", "1", "--token-subset", "128",
             "--exit-dim", "64", "--layers", "1", "--batch-positions", "8", "--predict", "2"]
     app = load_commands()
-    result = CliRunner().invoke(app, args + ["--distill-workers", "2"])
+    result = CliRunner().invoke(app, args + ["--distill-workers", "2", "--warmup-steps", "1"])
     assert result.exit_code == 0, result.output
     assert "distillation: 5 new answers" in result.output
+    assert json.loads((out / "training" / "run.json").read_text())["config"]["warmup_steps"] == 1
     assert (out / "config.json").exists() and len(read_distill_file(out / "training" / "distill.jsonl")) == 5
     loaded = load_drafter(out)
     assert loaded.config.token_subset_size == 128 and loaded.config.num_draft_layers == 1
