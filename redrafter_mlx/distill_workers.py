@@ -95,8 +95,11 @@ def distill_in_workers(
             proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
                                     stdout=subprocess.DEVNULL, stderr=log, env=env)
             procs.append((proc, log))
-            proc.stdin.write(json.dumps(job).encode())
-            proc.stdin.close()
+            try:
+                proc.stdin.write(json.dumps(job).encode())
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass  # it died before reading its job: reported below with its own error
         while True:
             running = any(proc.poll() is None for proc, _ in procs)
             _count_parts(out, stats, time.perf_counter() - tic)
