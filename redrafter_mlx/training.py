@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import json
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -525,8 +526,9 @@ def train_drafter(
 
     tic = time.perf_counter()
     ema = None
-    # One BLAS thread per stream: the depths already keep every core busy.
-    with runtime.blas_threads(1) if len(runtime.parallel_streams()) > 1 else contextlib.nullcontext():
+    # Split the cores' BLAS threads between the streams the depths keep busy.
+    busy = min(len(runtime.parallel_streams()), cfg.predict)
+    with runtime.blas_threads(max(1, (os.cpu_count() or 1) // busy)) if busy > 1 else contextlib.nullcontext():
         try:
             while state["step"] < total_steps:
                 step = state["step"]
