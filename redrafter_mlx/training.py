@@ -528,53 +528,53 @@ def train_drafter(
     ema = None
     # Split the cores' BLAS threads between the streams the depths keep busy.
     busy = min(len(runtime.parallel_streams()), cfg.predict)
-    with runtime.blas_threads(max(1, (os.cpu_count() or 1) // busy)) if busy > 1 else contextlib.nullcontext():
-        try:
-            while state["step"] < total_steps:
-                step = state["step"]
-                # Positions drawn without replacement within an epoch; the permutation depends
-                # only on (seed, epoch), so a resumed run continues the same stream.
-                grads_sum = None
-                loss_sum = 0.0
-                for micro in range(cfg.grad_accum):
-                    k = step * cfg.grad_accum + micro
-                    epoch, slot = divmod(k * cfg.batch_positions, n_train)
-                    perm = np.random.default_rng([cfg.seed, epoch]).permutation(n_train)
-                    sel = perm[slot : slot + cfg.batch_positions]
-                    if len(sel) < cfg.batch_positions:  # wrap into the next epoch
-                        nxt = np.random.default_rng([cfg.seed, epoch + 1]).permutation(n_train)
-                        sel = np.concatenate([sel, nxt[: cfg.batch_positions - len(sel)]])
-                    h = mx.array(h_train[sel])
-                    w = mx.array(w_train[sel])
-                    loss, grads = loss_and_grad(drafter, h, w)
-                    grads_sum = grads if grads_sum is None else tree_map(mx.add, grads_sum, grads)
-                    loss_sum = loss_sum + loss
-                if cfg.grad_accum > 1:
-                    grads_sum = tree_map(lambda g: g / cfg.grad_accum, grads_sum)
-                if cfg.grad_clip:
-                    grads_sum, _ = optim.clip_grad_norm(grads_sum, cfg.grad_clip)
-                opt.update(drafter, grads_sum)
-                mx.eval(drafter.parameters(), opt.state, loss_sum)
-                value = float(loss_sum) / cfg.grad_accum
-                ema = value if ema is None else 0.95 * ema + 0.05 * value
-                state["step"] = step + 1
-                state.setdefault("losses", []).append(round(value, 5))
-                if bar is not None:
-                    bar.update(task, advance=1, loss=ema)
-                done = state["step"]
-                if log is not None and cfg.log_every and done % cfg.log_every == 0:
-                    log({"step": done, "loss": ema, "lr": float(opt.learning_rate),
-                         "seconds": time.perf_counter() - tic})
-                if done % cfg.eval_every == 0 or done == total_steps:
-                    entry = evaluate(done) | {"loss": ema, "seconds": time.perf_counter() - tic}
-                    record(entry, done)
-                    if bar is not None:
-                        bar.console.print(_format_entry(entry))
-                if done % cfg.checkpoint_every == 0 or done == total_steps:
-                    _save_checkpoint(ckpt, drafter, opt, state)
-        finally:
+    with contextlib.ExitStack() as scope:
+        if busy > 1:
+            scope.enter_context(runtime.blas_threads(max(1, (os.cpu_count() or 1) // busy)))
+        if bar is not None:
+            scope.callback(bar.stop)
+        while state["step"] < total_steps:
+            step = state["step"]
+            # Positions drawn without replacement within an epoch; the permutation depends
+            # only on (seed, epoch), so a resumed run continues the same stream.
+            grads_sum = None
+            loss_sum = 0.0
+            for micro in range(cfg.grad_accum):
+                k = step * cfg.grad_accum + micro
+                epoch, slot = divmod(k * cfg.batch_positions, n_train)
+                perm = np.random.default_rng([cfg.seed, epoch]).permutation(n_train)
+                sel = perm[slot : slot + cfg.batch_positions]
+                if len(sel) < cfg.batch_positions:  # wrap into the next epoch
+                    nxt = np.random.default_rng([cfg.seed, epoch + 1]).permutation(n_train)
+                    sel = np.concatenate([sel, nxt[: cfg.batch_positions - len(sel)]])
+                h = mx.array(h_train[sel])
+                w = mx.array(w_train[sel])
+                loss, grads = loss_and_grad(drafter, h, w)
+                grads_sum = grads if grads_sum is None else tree_map(mx.add, grads_sum, grads)
+                loss_sum = loss_sum + loss
+            if cfg.grad_accum > 1:
+                grads_sum = tree_map(lambda g: g / cfg.grad_accum, grads_sum)
+            if cfg.grad_clip:
+                grads_sum, _ = optim.clip_grad_norm(grads_sum, cfg.grad_clip)
+            opt.update(drafter, grads_sum)
+            mx.eval(drafter.parameters(), opt.state, loss_sum)
+            value = float(loss_sum) / cfg.grad_accum
+            ema = value if ema is None else 0.95 * ema + 0.05 * value
+            state["step"] = step + 1
+            state.setdefault("losses", []).append(round(value, 5))
             if bar is not None:
-                bar.stop()
+                bar.update(task, advance=1, loss=ema)
+            done = state["step"]
+            if log is not None and cfg.log_every and done % cfg.log_every == 0:
+                log({"step": done, "loss": ema, "lr": float(opt.learning_rate),
+                     "seconds": time.perf_counter() - tic})
+            if done % cfg.eval_every == 0 or done == total_steps:
+                entry = evaluate(done) | {"loss": ema, "seconds": time.perf_counter() - tic}
+                record(entry, done)
+                if bar is not None:
+                    bar.console.print(_format_entry(entry))
+            if done % cfg.checkpoint_every == 0 or done == total_steps:
+                _save_checkpoint(ckpt, drafter, opt, state)
     return TrainResult(state["step"], time.perf_counter() - tic, state["history"], state["best"], drafter)
 
 
