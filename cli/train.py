@@ -74,6 +74,7 @@ def train(
     tied: Annotated[bool, typer.Option("--tied/--untied", help="Tie the head to the LLM embedding.")] = False,
     token_subset: Annotated[int, typer.Option("--token-subset", min=0, help="Head vocabulary size K (0: full vocabulary).")] = 8192,
     predict: Annotated[int, typer.Option("--predict", min=1, help="Tokens predicted per position (T).")] = 4,
+    soft_targets: Annotated[float, typer.Option("--soft-targets", min=0.0, max=1.0, help="Weight of the loss against the LLM's whole next-token distribution (0: its tokens only, paper Eq. 2).")] = 0.0,
     lr: Annotated[float, typer.Option("--lr", min=0.0)] = 1e-3,
     warmup_steps: Annotated[int, typer.Option("--warmup-steps", min=0, help="Linear warmup before the cosine decay.")] = 100,
     batch_positions: Annotated[int, typer.Option("--batch-positions", min=1, help="Positions per micro-batch.")] = 1024,
@@ -105,7 +106,7 @@ def train(
     data_file = distill_data or work / "distill.jsonl"
     cfg = TrainConfig(
         exit_dim=exit_dim, num_draft_layers=layers, rnn=rnn, head_tied=tied,
-        token_subset_size=token_subset or None, predict=predict, lr=lr, warmup_steps=warmup_steps,
+        token_subset_size=token_subset or None, predict=predict, soft_targets=soft_targets, lr=lr, warmup_steps=warmup_steps,
         batch_positions=batch_positions, grad_accum=grad_accum, steps=steps, epochs=epochs,
         eval_every=eval_every, checkpoint_every=eval_every, eval_prompts=eval_prompts,
         beam_width=beam_width, beam_length=beam_length, seed=seed,

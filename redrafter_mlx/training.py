@@ -17,6 +17,16 @@ here (`prefill_hidden`), stored too, so a grown distillation file is only extend
 Vocabulary trimming: `select_token_subset` picks the K most frequent *target* tokens of
 the distillation data; targets outside it are ignored by the loss (the trimmed drafter can
 never propose them) and the subset is stored in the drafter as `token_ids`.
+
+Soft targets (`TrainConfig.soft_targets` = weight alpha in [0, 1]): the stored states also
+give the LLM's whole next-token distribution at every response position, for the price of
+one matmul with its output head: p_LLM(. | y_{<=t+j}) = softmax(head(h_{t+j})). Depth j is
+then also trained by cross-entropy against that distribution (restricted to the head's
+tokens), which carries the LLM's ranking of all candidates, not just its argmax:
+loss_j = (1 - alpha) * CE(y_{t+j+1}) + alpha * CE(p_LLM). On a greedy answer y_{t+j+1} is the
+argmax of p_LLM, so both terms pull the same way; the soft one also shapes the runner-ups
+that the other beams draft. h_{t+j} is the stored state j rows after h_t (same record
+exactly when the depth-j target exists).
 """
 
 from __future__ import annotations
@@ -70,6 +80,7 @@ class TrainConfig:
     token_subset_size: int | None = 8192  # None: full vocabulary
     # objective
     predict: int = 5  # T, tokens predicted per position (beam_length - 1 are used)
+    soft_targets: float = 0.0  # weight of the CE against the LLM's distribution (0: Eq. 2 only)
     # optimisation
     lr: float = 1e-3
     min_lr_ratio: float = 0.1
@@ -251,6 +262,11 @@ def make_drafter(
     return drafter
 
 
+def depth_stream(streams: Sequence[mx.Stream], depth: int) -> contextlib.AbstractContextManager:
+    """Run depth `depth`'s work on its stream (round robin over `streams`; none: default)."""
+    return mx.stream(streams[depth % len(streams)]) if streams else contextlib.nullcontext()
+
+
 def unrolled_logits(
     drafter: Drafter, embedding: Embedding, hidden: mx.array, tokens: mx.array, predict: int,
     table: Any = None, streams: Sequence[mx.Stream] = (),
@@ -260,28 +276,49 @@ def unrolled_logits(
     hidden (M, D): h_t; tokens (M, predict + 1): [y_{t+1}, ...] (column 0 = guaranteed
     token; -1 entries are clamped, their outputs are masked by the caller).
     Depth j reads y_{t+j} into the RNN state and scores y_{t+j+1}, on stream
-    `streams[j % len(streams)]` when given (the depths' heads are independent).
+    `depth_stream(streams, j)` (the depths' heads are independent).
     """
     inputs = mx.stop_gradient(embed_tokens(embedding, mx.maximum(tokens[:, :predict], 0)))
     state = drafter.init_state(hidden.shape[:1], dtype=hidden.dtype)
     out = []
     for j in range(predict):
         state = drafter.update_state(state, inputs[:, j])
-        with mx.stream(streams[j % len(streams)]) if streams else contextlib.nullcontext():
+        with depth_stream(streams, j):
             out.append(drafter.head_logits(drafter.features(hidden, state), table))
     return out
 
 
+def teacher_head(model: nn.Module, hidden_size: int, token_ids: np.ndarray | None) -> mx.array:
+    """(K, D) rows of the LLM's output head for the drafter head's tokens (all when None):
+    the LLM's logits over them are h @ rows.T. Read off `model.logits` of the identity, so
+    tied, untied and quantized heads all work."""
+    rows = model.logits(mx.eye(hidden_size)).T.astype(mx.float32)
+    rows = rows if token_ids is None else rows[mx.array(token_ids)]
+    mx.eval(rows)
+    return rows
+
+
+def later_states(hidden: np.ndarray, rows: np.ndarray, predict: int) -> np.ndarray:
+    """(M, predict, D): h_{t+1..t+predict} of the positions `rows` of an `assemble`d array
+    (clamped at its end; rows past their record's end are masked by the loss)."""
+    later = np.minimum(rows[:, None] + np.arange(1, predict + 1), len(hidden) - 1)
+    return hidden[later]
+
+
 def drafter_loss(
     drafter: Drafter, embedding: Embedding, hidden: mx.array, tokens: mx.array, index_map: mx.array,
-    predict: int,
+    predict: int, soft: float = 0.0, teacher: tuple[mx.array, mx.array] | None = None,
 ) -> tuple[mx.array, mx.array]:
     """Eq. 2: sum over depths of the mean cross-entropy of valid targets (targets outside
-    the head's token subset or past the sequence end are ignored).
+    the head's token subset or past the sequence end are ignored), mixed with weight
+    `soft` with the cross-entropy against the LLM's distribution (module docstring);
+    teacher = (h_{t+1..t+predict} (M, predict, D), `teacher_head` rows (K, D)).
     Returns (loss, per-depth valid counts (predict,)).
 
     The depths' heads and cross-entropies (the exp over K logits per target: most of a
     step on CPU) run on `runtime.parallel_streams()`, i.e. on all cores of a CPU."""
+    if soft > 0 and teacher is None:
+        raise ValueError("soft targets need the teacher's states and head rows")
     table = drafter.head_table(embedding)
     if table is not None and isinstance(table, mx.array):
         table = mx.stop_gradient(table)
@@ -290,13 +327,22 @@ def drafter_loss(
     total = mx.array(0.0)
     counts = []
     for j, lg in enumerate(logits):
-        with mx.stream(streams[j % len(streams)]):
+        with depth_stream(streams, j):
             target = tokens[:, j + 1]
             head_target = mx.where(target >= 0, index_map[mx.maximum(target, 0)], -1)
             valid = head_target >= 0
-            ce = nn.losses.cross_entropy(lg.astype(mx.float32), mx.maximum(head_target, 0), reduction="none")
+            lg = lg.astype(mx.float32)
+            norm = mx.logsumexp(lg, axis=-1)  # CE(p, q) = norm - sum_k p_k lg_k for any p
+            ce = norm - mx.take_along_axis(lg, mx.maximum(head_target, 0)[:, None], axis=-1)[:, 0]
             n = valid.sum()
             depth_loss = mx.where(valid, ce, 0.0).sum() / mx.maximum(n, 1)
+            if soft > 0:
+                states, rows = teacher
+                probs = mx.softmax(mx.stop_gradient(states[:, j] @ rows.T), axis=-1)
+                present = target >= 0
+                soft_ce = norm - (probs * lg).sum(axis=-1)
+                soft_loss = mx.where(present, soft_ce, 0.0).sum() / mx.maximum(present.sum(), 1)
+                depth_loss = (1 - soft) * depth_loss + soft * soft_loss
         total = total + depth_loss
         counts.append(n)
     return total, mx.stack(counts)
@@ -489,9 +535,15 @@ def train_drafter(
         opt = make_optimizer(cfg, total_steps)
     index_map = head_index_map(drafter)
     predict = cfg.predict
+    soft = cfg.soft_targets
+    rows = None
+    if soft > 0:
+        token_ids = drafter.get("token_ids")
+        rows = teacher_head(model, llm_config["hidden_size"], None if token_ids is None else np.array(token_ids))
 
-    def loss_fn(d: Drafter, h: mx.array, w: mx.array) -> mx.array:
-        return drafter_loss(d, embedding, h, w, index_map, predict)[0]
+    def loss_fn(d: Drafter, h: mx.array, w: mx.array, later: mx.array | None) -> mx.array:
+        teacher = None if later is None else (later, rows)
+        return drafter_loss(d, embedding, h, w, index_map, predict, soft, teacher)[0]
 
     loss_and_grad = nn.value_and_grad(drafter, loss_fn)
 
@@ -549,7 +601,8 @@ def train_drafter(
                     sel = np.concatenate([sel, nxt[: cfg.batch_positions - len(sel)]])
                 h = mx.array(h_train[sel])
                 w = mx.array(w_train[sel])
-                loss, grads = loss_and_grad(drafter, h, w)
+                later = mx.array(later_states(h_train, sel, predict)) if soft > 0 else None
+                loss, grads = loss_and_grad(drafter, h, w, later)
                 grads_sum = grads if grads_sum is None else tree_map(mx.add, grads_sum, grads)
                 loss_sum = loss_sum + loss
             if cfg.grad_accum > 1:

@@ -8,6 +8,7 @@ import json
 import mlx.core as mx
 import numpy as np
 import pytest
+from mlx import nn
 from mlx.utils import tree_flatten
 
 from redrafter_mlx.beam_search import beam_search
@@ -16,11 +17,16 @@ from redrafter_mlx.drafter import load_drafter
 from redrafter_mlx.training import (
     TrainConfig,
     accuracy,
+    drafter_loss,
+    head_index_map,
+    later_states,
     llm_hidden_states,
     make_drafter,
     prefill_hidden,
     select_token_subset,
+    teacher_head,
     train_drafter,
+    unrolled_logits,
     windows,
 )
 
@@ -256,10 +262,11 @@ def test_cli_train_distils_trains_and_guards_out(tmp_path, write_tiny_folder):
             "--steps", "4", "--eval-every", "2", "--eval-prompts", "1", "--token-subset", "128",
             "--exit-dim", "64", "--layers", "1", "--batch-positions", "8", "--predict", "2"]
     app = load_commands()
-    result = CliRunner().invoke(app, args + ["--distill-workers", "2", "--warmup-steps", "1"])
+    result = CliRunner().invoke(app, args + ["--distill-workers", "2", "--warmup-steps", "1", "--soft-targets", "0.5"])
     assert result.exit_code == 0, result.output
     assert "distillation: 5 new answers" in result.output
-    assert json.loads((out / "training" / "run.json").read_text())["config"]["warmup_steps"] == 1
+    run_config = json.loads((out / "training" / "run.json").read_text())["config"]
+    assert run_config["warmup_steps"] == 1 and run_config["soft_targets"] == 0.5
     assert (out / "config.json").exists() and len(read_distill_file(out / "training" / "distill.jsonl")) == 5
     loaded = load_drafter(out)
     assert loaded.config.token_subset_size == 128 and loaded.config.num_draft_layers == 1
@@ -300,3 +307,64 @@ def test_distill_sampler_is_greedy_on_temperature_zero_rows():
     assert [mixed[0], mixed[2]] == [argmax[0], argmax[2]]
     draws = {tuple(_sample(logits, [0.0, 5.0, 0.0, 5.0]).tolist()[1::2]) for _ in range(20)}
     assert len(draws) > 1  # the sampled rows really sample
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_soft_loss_is_cross_entropy_against_the_llm_at_the_right_positions(tied):
+    """With soft weight 1 the loss is, per depth j, the mean over positions t of
+    -sum_k p_LLM(k | y_{<=t+j}) log q_j(k), p restricted to the head's tokens; here p comes
+    from an independent full-sequence forward and `model.logits`, q from the drafter."""
+    config = tiny_config(vocab_size=VOCAB, tie_word_embeddings=tied)
+    model = random_model(config, seed=4)
+    recs = pattern_records(3, length=10, seed=2)
+    predict = 3
+    hidden, win = llm_hidden_states(model, recs, predict)
+    ids = select_token_subset(recs, 40, VOCAB)
+    drafter = make_drafter(_cfg(token_subset_size=40, predict=predict), config, model.embedding, ids, seed=1)
+    drafter.lm_head[1].weight = mx.random.normal(drafter.lm_head[1].weight.shape)  # non-uniform q
+    rows = np.arange(len(hidden))
+    teacher = (mx.array(later_states(hidden, rows, predict)), teacher_head(model, config["hidden_size"], ids))
+    loss, _ = drafter_loss(drafter, model.embedding, mx.array(hidden), mx.array(win), head_index_map(drafter),
+                           predict, soft=1.0, teacher=teacher)
+
+    q_logits = [np.array(lg) for lg in unrolled_logits(drafter, model.embedding, mx.array(hidden), mx.array(win), predict)]
+    per_depth = [[] for _ in range(predict)]
+    row = 0
+    for r in recs:
+        seq = r.prompt_ids + r.response_ids
+        llm = np.array(model.logits(model(mx.array([seq]))[0]))[:, ids]  # (len(seq), K)
+        for t in range(len(r.prompt_ids) - 1, len(seq) - 1):
+            for j in range(predict):  # depth j + 1 predicts y_{t+j+2}, made from h_{t+j+1}
+                if t + j + 2 < len(seq):
+                    p = np.exp(llm[t + j + 1] - llm[t + j + 1].max())
+                    p /= p.sum()
+                    lq = q_logits[j][row] - np.log(np.exp(q_logits[j][row]).sum())
+                    per_depth[j].append(-(p * lq).sum())
+            row += 1
+    expected = sum(np.mean(d) for d in per_depth)
+    np.testing.assert_allclose(float(loss), expected, rtol=1e-4)
+
+
+def test_soft_targets_teach_the_llm_distribution(tmp_path):
+    """On text the LLM did not write, hard labels teach the text and soft targets teach
+    the LLM: only the soft-trained drafter ends up close to p_LLM (held-out KL)."""
+    model, config = tiny(seed=5)
+    train, held = llm_hidden_states(model, pattern_records(40), 3), llm_hidden_states(model, pattern_records(8, seed=1), 3)
+    rows = teacher_head(model, config["hidden_size"], None)
+
+    def kl_to_llm(drafter) -> float:
+        h, w = (mx.array(a) for a in held)
+        later = mx.array(later_states(held[0], np.arange(len(held[0])), 3))
+        present = np.array(w[:, 1:] >= 0)
+        total = []
+        for j, lg in enumerate(unrolled_logits(drafter, model.embedding, h, w, 3)):
+            log_p = nn.log_softmax(later[:, j] @ rows.T, axis=-1)
+            kl = (mx.exp(log_p) * (log_p - nn.log_softmax(lg, axis=-1))).sum(-1)
+            total.append(np.array(kl)[present[:, j]].mean())
+        return float(np.mean(total))
+
+    start = kl_to_llm(make_drafter(_cfg(), config, model.embedding, None))
+    soft = kl_to_llm(train_drafter(model, config, train, held, tmp_path / "s", _cfg(soft_targets=1.0)).drafter)
+    hard = kl_to_llm(train_drafter(model, config, train, held, tmp_path / "h", _cfg()).drafter)
+    assert soft < 0.3 * start, (soft, start)
+    assert soft < 0.3 * hard, (soft, hard)
