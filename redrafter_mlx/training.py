@@ -48,7 +48,7 @@ import numpy as np
 from mlx import nn
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
-from . import runtime
+from . import fastmath, runtime
 from .distill import DistillRecord, HiddenStore, read_distill_file
 from .progress import start_progress
 from .drafter import (
@@ -332,13 +332,13 @@ def drafter_loss(
             head_target = mx.where(target >= 0, index_map[mx.maximum(target, 0)], -1)
             valid = head_target >= 0
             lg = lg.astype(mx.float32)
-            norm = mx.logsumexp(lg, axis=-1)  # CE(p, q) = norm - sum_k p_k lg_k for any p
+            norm = fastmath.logsumexp(lg)  # CE(p, q) = norm - sum_k p_k lg_k for any p
             ce = norm - mx.take_along_axis(lg, mx.maximum(head_target, 0)[:, None], axis=-1)[:, 0]
             n = valid.sum()
             depth_loss = mx.where(valid, ce, 0.0).sum() / mx.maximum(n, 1)
             if soft > 0:
                 states, rows = teacher
-                probs = mx.softmax(mx.stop_gradient(states[:, j] @ rows.T), axis=-1)
+                probs = fastmath.softmax(mx.stop_gradient(states[:, j] @ rows.T))
                 present = target >= 0
                 soft_ce = norm - (probs * lg).sum(axis=-1)
                 soft_loss = mx.where(present, soft_ce, 0.0).sum() / mx.maximum(present.sum(), 1)

@@ -1,0 +1,77 @@
+"""exp-based element-wise functions that are fast on MLX's CPU backend.
+
+MLX's CPU `exp` (and `sigmoid`, `softmax`, `logsumexp`, which use it) is scalar code
+on x86 (ml-explore/mlx#3019): about 40 ns per element, against about 1 ns for `add`. The
+LLM pays it per verified token (SiLU over the MLP width, softmax over the context in every
+layer) and drafter training pays it per target (softmax over K head tokens per depth).
+Here exp is the textbook range reduction, exp(x) = 2^n * 2^f with n = round(x log2 e) and
+|f| <= 1/2, with 2^f a degree-7 polynomial (truncation error ~5e-9, below float32's
+rounding) and 2^n written into the exponent bits, fused by `mx.compile` into one kernel
+that the C++ compiler vectorises: about 4x faster than MLX's exp here.
+
+On a GPU every function falls back to MLX's own kernel, which is fast there.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mlx.core as mx
+from mlx_lm.models.activations import swiglu as _mlx_swiglu
+
+from . import runtime
+
+_LOG2E = 1.4426950408889634
+_TAYLOR_2F = [math.log(2) ** k / math.factorial(k) for k in range(8)]  # 2^f = e^(f ln 2)
+
+
+def _poly_exp(x: mx.array) -> mx.array:
+    t = mx.clip(x.astype(mx.float32) * _LOG2E, -126.0, 127.0)  # normal float32 exponents
+    n = mx.round(t)
+    f = t - n
+    p = mx.array(_TAYLOR_2F[-1], mx.float32)
+    for c in reversed(_TAYLOR_2F[:-1]):
+        p = p * f + c
+    two_n = mx.view(mx.left_shift(n.astype(mx.int32) + 127, 23), mx.float32)
+    return (p * two_n).astype(x.dtype)
+
+
+@mx.compile
+def _cpu_exp(x: mx.array) -> mx.array:
+    return _poly_exp(x)
+
+
+@mx.custom_function
+def _exp_with_grad(x: mx.array) -> mx.array:
+    return _cpu_exp(x)
+
+
+@_exp_with_grad.vjp
+def _exp_vjp(primals, cotangent, output):  # d exp(x) / dx = exp(x)
+    return cotangent * output
+
+
+def exp(x: mx.array) -> mx.array:
+    """e^x (differentiable) for x in [-87, 88]; below, about 1e-38 instead of 0 (negligible
+    where it is used: after subtracting a maximum), above, about 2e38 instead of inf."""
+    return mx.exp(x) if runtime.on_gpu() else _exp_with_grad(x)
+
+
+def softmax(x: mx.array, axis: int = -1) -> mx.array:
+    e = exp(x - mx.stop_gradient(x.max(axis=axis, keepdims=True)))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def logsumexp(x: mx.array, axis: int = -1) -> mx.array:
+    top = mx.stop_gradient(x.max(axis=axis, keepdims=True))
+    return (top + mx.log(exp(x - top).sum(axis=axis, keepdims=True))).squeeze(axis)
+
+
+@mx.compile
+def _cpu_swiglu(gate: mx.array, x: mx.array) -> mx.array:
+    return gate / (1 + _poly_exp(-gate)) * x
+
+
+def swiglu(gate: mx.array, x: mx.array) -> mx.array:
+    """SiLU(gate) * x, the Llama MLP's activation (mlx-lm's kernel on a GPU)."""
+    return _mlx_swiglu(gate, x) if runtime.on_gpu() else _cpu_swiglu(gate, x)
