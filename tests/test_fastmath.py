@@ -5,7 +5,6 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 import pytest
-from mlx import nn
 from mlx_lm.models.activations import swiglu as mlx_lm_swiglu
 
 from redrafter_mlx import fastmath
