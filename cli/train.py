@@ -88,6 +88,7 @@ def train(
     seed: Annotated[int, typer.Option("--seed")] = 0,
     dtype: DTypeOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run in OUT.")] = False,
+    init_from: Annotated[Path | None, typer.Option("--init-from", help="Start from this drafter folder (weights, architecture, token subset) with a fresh optimizer and schedule: fine-tuning.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Delete a non-empty OUT and start over.")] = False,
 ) -> None:
     """Train a ReDrafter drafter for MODEL: distil its answers, then fit the drafter (Eq. 2)."""
@@ -95,6 +96,8 @@ def train(
     from redrafter_mlx.distill_workers import distill_in_workers
     from redrafter_mlx.training import TrainConfig, prepare_data, train_drafter
 
+    if init_from is not None and not (init_from / "config.json").is_file():
+        raise UsageError(f"{init_from}: not a drafter folder (no config.json)")
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} exists and is not a folder")
     if out.is_dir() and any(out.iterdir()) and not resume:
@@ -150,7 +153,7 @@ def train(
     result = train_drafter(
         loaded.model, loaded.config, data["train"], data["heldout"], work, cfg,
         token_ids=data["token_ids"], eval_prompt_ids=eval_prompt_ids(loaded.tokenizer, eval_prompts),
-        eos_ids=eos, resume=resume, out_dir=out, console=console, log=log,
+        eos_ids=eos, resume=resume, init_from=init_from, out_dir=out, console=console, log=log,
     )
     best = result.best or {}
     summary = f"best at step {best.get('step')}"

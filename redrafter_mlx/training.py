@@ -262,6 +262,17 @@ def make_drafter(
     return drafter
 
 
+def starting_drafter(path: str | Path, llm_config: dict[str, Any]) -> Drafter:
+    """The drafter in folder `path`, to fine-tune, checked against the LLM it will serve."""
+    drafter = load_drafter(path)
+    have = (drafter.config.hidden_size, drafter.config.vocab_size)
+    want = (llm_config["hidden_size"], llm_config["vocab_size"])
+    if have != want:
+        raise ValueError(f"{path}: the drafter is for hidden size {have[0]} and vocabulary {have[1]}, "
+                         f"the LLM has {want[0]} and {want[1]}")
+    return drafter
+
+
 def depth_stream(streams: Sequence[mx.Stream], depth: int) -> contextlib.AbstractContextManager:
     """Run depth `depth`'s work on its stream (round robin over `streams`; none: default)."""
     return mx.stream(streams[depth % len(streams)]) if streams else contextlib.nullcontext()
@@ -499,6 +510,7 @@ def train_drafter(
     eval_prompt_ids: Sequence[list[int]] = (),
     eos_ids: frozenset[int] | set[int] = frozenset(),
     resume: bool = False,
+    init_from: str | Path | None = None,
     out_dir: str | Path | None = None,
     console: Any = None,
     log: Callable[[dict[str, Any]], None] | None = None,
@@ -506,6 +518,9 @@ def train_drafter(
     """Train a drafter on cached hidden states; checkpoints go to work_dir/checkpoint.
 
     train_data / heldout_data: (hidden (N, D), windows (N, T+1)) from `prepare_data`.
+    A new run starts from a fresh drafter, or from the drafter folder `init_from` (its
+    weights, architecture and token subset; `cfg`'s architecture fields are then unused)
+    with a fresh optimizer and schedule: fine-tuning, e.g. with other targets or data.
     At every eval the drafter is scored (held-out top-1/top-5 per depth; tokens/step on
     `eval_prompt_ids` when given) and, when `out_dir` is set, saved there whenever it is
     the best so far (tokens/step if measured, else held-out top-1 averaged over depths).
@@ -531,7 +546,8 @@ def train_drafter(
         opt.init(drafter.trainable_parameters())
         opt.state = tree_unflatten(list(mx.load(str(ckpt / OPTIMIZER_FILE)).items()))
     else:
-        drafter = make_drafter(cfg, llm_config, embedding, token_ids, cfg.seed)
+        drafter = (starting_drafter(init_from, llm_config) if init_from is not None
+                   else make_drafter(cfg, llm_config, embedding, token_ids, cfg.seed))
         opt = make_optimizer(cfg, total_steps)
     index_map = head_index_map(drafter)
     predict = cfg.predict

@@ -278,6 +278,13 @@ def test_cli_train_distils_trains_and_guards_out(tmp_path, write_tiny_folder):
     assert resumed.exit_code == 0, resumed.output
     state = json.loads((out / "training" / "checkpoint" / "train_state.json").read_text())
     assert state["step"] == 6
+    tuned = tmp_path / "tuned"
+    tune = ["train", "-M", str(model), "--out", str(tuned), "--skip-distill", "--steps", "2", "--eval-prompts", "0",
+            "--distill-data", str(out / "training" / "distill.jsonl"), "--predict", "2", "--batch-positions", "8"]
+    missing = CliRunner().invoke(app, tune + ["--init-from", str(tmp_path / "nowhere")])
+    assert missing.exit_code == 2 and "nowhere: not a drafter folder" in missing.output and not tuned.exists()
+    assert CliRunner().invoke(app, tune + ["--init-from", str(out)]).exit_code == 0
+    assert load_drafter(tuned).config == loaded.config  # not the defaults' exit 576 and 2 layers
 
 
 def test_untie_head_is_the_same_function():
@@ -368,3 +375,25 @@ def test_soft_targets_teach_the_llm_distribution(tmp_path):
     hard = kl_to_llm(train_drafter(model, config, train, held, tmp_path / "h", _cfg()).drafter)
     assert soft < 0.3 * start, (soft, start)
     assert soft < 0.3 * hard, (soft, hard)
+
+
+def test_init_from_starts_at_a_drafter_and_checks_it_fits(tmp_path):
+    """A run started from a drafter folder begins at its weights, architecture and token
+    subset (with lr 0 it ends there), whatever the config and data subset say."""
+    model, config = tiny()
+    recs = pattern_records(20)
+    data = llm_hidden_states(model, recs, 2)
+    first = train_drafter(model, config, data, data, tmp_path / "a", _cfg(predict=2, steps=20, token_subset_size=48),
+                          token_ids=select_token_subset(recs, 48, VOCAB), out_dir=tmp_path / "first")
+    again = train_drafter(model, config, data, data, tmp_path / "b", _cfg(predict=2, steps=3, lr=0.0, exit_dim=32),
+                          init_from=tmp_path / "first")
+    assert again.drafter.config == load_drafter(tmp_path / "first").config
+    before = dict(tree_flatten(load_drafter(tmp_path / "first").parameters()))
+    for k, v in tree_flatten(again.drafter.parameters()):
+        np.testing.assert_array_equal(np.array(v), np.array(before[k]), err_msg=k)
+    assert first.best is not None and again.history[-1]["top1"] == pytest.approx(accuracy(
+        load_drafter(tmp_path / "first"), model.embedding, *data, 2)["top1"])
+    other = tiny_config(vocab_size=VOCAB, hidden_size=32)
+    with pytest.raises(ValueError, match="hidden size 64 .* the LLM has 32"):
+        train_drafter(random_model(other), other, data, data, tmp_path / "c", _cfg(predict=2, steps=1),
+                      init_from=tmp_path / "first")
