@@ -554,8 +554,8 @@ def train_drafter(
     soft = cfg.soft_targets
     rows = None
     if soft > 0:
-        token_ids = drafter.get("token_ids")
-        rows = teacher_head(model, llm_config["hidden_size"], None if token_ids is None else np.array(token_ids))
+        head_tokens = drafter.get("token_ids")
+        rows = teacher_head(model, llm_config["hidden_size"], None if head_tokens is None else np.array(head_tokens))
 
     def loss_fn(d: Drafter, h: mx.array, w: mx.array, later: mx.array | None) -> mx.array:
         teacher = None if later is None else (later, rows)
