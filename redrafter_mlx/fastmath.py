@@ -1,13 +1,16 @@
 """exp-based element-wise functions that are fast on MLX's CPU backend.
 
-MLX's CPU `exp` (and `sigmoid`, `softmax`, `logsumexp`, which use it) is scalar code
-on x86 (ml-explore/mlx#3019): about 40 ns per element, against about 1 ns for `add`. The
-LLM pays it per verified token (SiLU over the MLP width, softmax over the context in every
-layer) and drafter training pays it per target (softmax over K head tokens per depth).
+MLX's CPU `exp` (and `sigmoid`, hence SiLU) is scalar code on x86 (ml-explore/mlx#3019):
+about 40 ns per element, against about 1 ns for `add`. The LLM pays it per token in the
+SwiGLU MLP (1536 SiLUs per layer for SmolLM2), the distillation loop 64 tokens at a time,
+and drafter training once per head logit (K = 16384 per target and depth).
 Here exp is the textbook range reduction, exp(x) = 2^n * 2^f with n = round(x log2 e) and
 |f| <= 1/2, with 2^f a degree-7 polynomial (truncation error ~5e-9, below float32's
-rounding) and 2^n written into the exponent bits, fused by `mx.compile` into one kernel
-that the C++ compiler vectorises: about 4x faster than MLX's exp here.
+rounding) and 2^n written into the exponent bits, fused by `mx.compile` into one kernel:
+about 4x faster than MLX's exp here, with the same accuracy (tests/test_fastmath.py).
+Measured on this 2-core CPU: SwiGLU over 12 x 1536 takes 0.13 ms instead of 0.60 ms.
+Attention keeps `mx.fast.scaled_dot_product_attention`: on CPU its softmax is not the
+bottleneck, and a hand-written attention measured slower for one token and for prefill.
 
 On a GPU every function falls back to MLX's own kernel, which is fast there.
 """

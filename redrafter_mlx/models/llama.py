@@ -14,32 +14,10 @@ import mlx.nn as nn
 from mlx_lm.models.llama import ModelArgs
 from mlx_lm.models.rope_utils import initialize_rope
 
-from .. import fastmath, runtime
+from .. import fastmath
 from ..cache import KVCache
 
 Mask = mx.array | str | None  # bool/additive (B|1, 1, T, S), "causal", or None (attend all)
-
-
-def attention(q: mx.array, k: mx.array, v: mx.array, scale: float, mask: Mask) -> mx.array:
-    """Scaled dot-product attention, q (B, H, T, D), k/v (B, Hkv, S, D) -> (B, H, T, D).
-
-    `mx.fast.scaled_dot_product_attention` on a GPU. On a CPU it computes the same thing
-    with `fastmath.softmax`: MLX's CPU attention is this very computation with its scalar
-    exp, one per score (context x heads x layers per token).
-    """
-    if runtime.on_gpu():
-        return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
-    B, H, T, D = q.shape
-    n_kv, S = k.shape[1], k.shape[2]
-    q = (q * scale).reshape(B, n_kv, H // n_kv, T, D)  # query heads grouped by their kv head
-    scores = q @ k[:, :, None].swapaxes(-1, -2)  # (B, Hkv, H/Hkv, T, S)
-    if isinstance(mask, str):
-        mask = mx.arange(S)[None] <= mx.arange(S - T, S)[:, None]
-    if mask is not None:
-        mask = mask if mask.ndim < 4 else mask[:, :, None]  # (B|1, 1, T, S) -> (B|1, 1, 1, T, S)
-        scores = mx.where(mask, scores, -mx.inf) if mask.dtype == mx.bool_ else scores + mask
-    out = fastmath.softmax(scores.astype(mx.float32)).astype(v.dtype) @ v[:, :, None]
-    return out.reshape(B, H, T, D)
 
 
 class Attention(nn.Module):
@@ -85,7 +63,7 @@ class Attention(nn.Module):
         q, k = self._rotate(q, positions), self._rotate(k, positions)
         if cache is not None:
             k, v = cache.write(layer, k, v)
-        out = attention(q, k, v, self.scale, mask)
+        out = mx.fast.scaled_dot_product_attention(q, k, v, scale=self.scale, mask=mask)
         return self.o_proj(out.transpose(0, 2, 1, 3).reshape(B, T, -1))
 
 
