@@ -1,0 +1,52 @@
+"""Time one drafter training step, hard labels and soft targets, on random data.
+
+The shipped drafter's training shape: 512 positions, tied head over K = 16384 tokens,
+exit 576, 2 ResBlocks, 4 depths, the loss on `runtime.parallel_streams()` with one BLAS
+thread each (as `train_drafter` runs it on a 2-core CPU). Run:
+    python -m redrafter_mlx.profiling.train_step [--model smollm2-135m]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import mlx.core as mx
+import numpy as np
+from mlx import nn
+
+from redrafter_mlx import runtime
+from redrafter_mlx.loading import load
+from redrafter_mlx.training import TrainConfig, drafter_loss, head_index_map, make_drafter, teacher_head
+
+
+def step_ms(model: str, positions: int = 512, repeats: int = 5) -> dict[str, float]:
+    """Minimum wall time (ms) of one forward + backward, for soft weight 0 and 1."""
+    llm = load(model, mx.float32)
+    cfg = TrainConfig(head_tied=True, token_subset_size=16384, exit_dim=576, num_draft_layers=2, predict=4)
+    ids = np.arange(cfg.token_subset_size, dtype=np.int32)
+    drafter = make_drafter(cfg, llm.config, llm.model.embedding, ids)
+    index_map, rows = head_index_map(drafter), teacher_head(llm.model, llm.config["hidden_size"], ids)
+    dim = llm.config["hidden_size"]
+    hidden, later = mx.random.normal((positions, dim)), mx.random.normal((positions, cfg.predict, dim))
+    tokens = mx.random.randint(0, cfg.token_subset_size, (positions, cfg.predict + 1))
+    out = {}
+    for soft in (0.0, 1.0):
+        step = nn.value_and_grad(drafter, lambda d: drafter_loss(
+            d, llm.model.embedding, hidden, tokens, index_map, cfg.predict, soft, (later, rows))[0])
+        with runtime.blas_threads(1):
+            mx.eval(step(drafter))
+            times = []
+            for _ in range(repeats):
+                tic = time.perf_counter()
+                mx.eval(step(drafter))
+                times.append(time.perf_counter() - tic)
+        out[f"soft={soft:g}"] = 1000 * min(times)
+    return out
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2-135m")
+    for name, ms in step_ms(parser.parse_args().model).items():
+        print(f"{name}: {ms:.0f} ms per step (minimum of 5)")
