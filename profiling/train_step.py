@@ -1,8 +1,8 @@
 """Time one drafter training step, hard labels and soft targets, on random data.
 
 The shipped drafter's training shape: 512 positions, tied head over K = 16384 tokens,
-exit 576, 2 ResBlocks, 4 depths, the loss on `runtime.parallel_streams()` with one BLAS
-thread each (as `train_drafter` runs it on a 2-core CPU). Run:
+exit 576, 2 ResBlocks, 4 depths, the loss on `runtime.parallel_streams()` with the BLAS
+threads split between them, as `train_drafter` runs it. Run:
     python -m redrafter_mlx.profiling.train_step [--model smollm2-135m]
 """
 
@@ -15,9 +15,15 @@ import mlx.core as mx
 import numpy as np
 from mlx import nn
 
-from redrafter_mlx import runtime
 from redrafter_mlx.loading import load
-from redrafter_mlx.training import TrainConfig, drafter_loss, head_index_map, make_drafter, teacher_head
+from redrafter_mlx.training import (
+    TrainConfig,
+    drafter_loss,
+    head_index_map,
+    loss_blas_threads,
+    make_drafter,
+    teacher_head,
+)
 
 
 def step_ms(model: str, positions: int = 512, repeats: int = 5) -> dict[str, float]:
@@ -26,15 +32,15 @@ def step_ms(model: str, positions: int = 512, repeats: int = 5) -> dict[str, flo
     cfg = TrainConfig(head_tied=True, token_subset_size=16384, exit_dim=576, num_draft_layers=2, predict=4)
     ids = np.arange(cfg.token_subset_size, dtype=np.int32)
     drafter = make_drafter(cfg, llm.config, llm.model.embedding, ids)
-    index_map, rows = head_index_map(drafter), teacher_head(llm.model, llm.config["hidden_size"], ids)
     dim = llm.config["hidden_size"]
+    index_map, rows = head_index_map(drafter), teacher_head(llm.model, dim, ids)
     hidden, later = mx.random.normal((positions, dim)), mx.random.normal((positions, cfg.predict, dim))
     tokens = mx.random.randint(0, cfg.token_subset_size, (positions, cfg.predict + 1))
     out = {}
     for soft in (0.0, 1.0):
         step = nn.value_and_grad(drafter, lambda d: drafter_loss(
             d, llm.model.embedding, hidden, tokens, index_map, cfg.predict, soft, (later, rows))[0])
-        with runtime.blas_threads(1):
+        with loss_blas_threads(cfg.predict):
             mx.eval(step(drafter))
             times = []
             for _ in range(repeats):

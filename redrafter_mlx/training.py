@@ -273,6 +273,15 @@ def starting_drafter(path: str | Path, llm_config: dict[str, Any]) -> Drafter:
     return drafter
 
 
+def loss_blas_threads(predict: int) -> contextlib.AbstractContextManager:
+    """While the loss's `predict` depths run on parallel streams, split the cores' BLAS
+    threads between the busy streams (one each on 2 cores); with one stream, no change."""
+    busy = min(len(runtime.parallel_streams()), predict)
+    if busy < 2:
+        return contextlib.nullcontext()
+    return runtime.blas_threads(max(1, (os.cpu_count() or 1) // busy))
+
+
 def depth_stream(streams: Sequence[mx.Stream], depth: int) -> contextlib.AbstractContextManager:
     """Run depth `depth`'s work on its stream (round robin over `streams`; none: default)."""
     return mx.stream(streams[depth % len(streams)]) if streams else contextlib.nullcontext()
@@ -299,7 +308,7 @@ def unrolled_logits(
     return out
 
 
-def teacher_head(model: nn.Module, hidden_size: int, token_ids: np.ndarray | None) -> mx.array:
+def teacher_head(model: nn.Module, hidden_size: int, token_ids: mx.array | np.ndarray | None) -> mx.array:
     """(K, D) rows of the LLM's output head for the drafter head's tokens (all when None):
     the LLM's logits over them are h @ rows.T. Read off `model.logits` of the identity, so
     tied, untied and quantized heads all work."""
@@ -554,8 +563,7 @@ def train_drafter(
     soft = cfg.soft_targets
     rows = None
     if soft > 0:
-        head_tokens = drafter.get("token_ids")
-        rows = teacher_head(model, llm_config["hidden_size"], None if head_tokens is None else np.array(head_tokens))
+        rows = teacher_head(model, llm_config["hidden_size"], drafter.get("token_ids"))
 
     def loss_fn(d: Drafter, h: mx.array, w: mx.array, later: mx.array | None) -> mx.array:
         teacher = None if later is None else (later, rows)
@@ -594,11 +602,8 @@ def train_drafter(
 
     tic = time.perf_counter()
     ema = None
-    # Split the cores' BLAS threads between the streams the depths keep busy.
-    busy = min(len(runtime.parallel_streams()), cfg.predict)
     with contextlib.ExitStack() as scope:
-        if busy > 1:
-            scope.enter_context(runtime.blas_threads(max(1, (os.cpu_count() or 1) // busy)))
+        scope.enter_context(loss_blas_threads(cfg.predict))
         if bar is not None:
             scope.callback(bar.stop)
         while state["step"] < total_steps:
