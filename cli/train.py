@@ -59,7 +59,7 @@ def eval_prompt_ids(tokenizer, count: int) -> list[list[int]]:
 def train(
     out: Annotated[Path, typer.Option("--out", "-o", help="Drafter folder to write (config.json + model.safetensors; work files in OUT/training/).")],
     model: ModelOpt = DEFAULT_MODEL,
-    prompts: Annotated[Path | None, typer.Option("--prompts", help="Training prompts JSONL (default: the shipped train set).")] = None,
+    prompts: Annotated[Path | None, typer.Option("--prompts", help="Training prompts JSONL (default: the shipped train set, then its extra draw).")] = None,
     distill_data: Annotated[Path | None, typer.Option("--distill-data", help="Distillation JSONL to use/extend (default OUT/training/distill.jsonl).")] = None,
     max_prompts: Annotated[int, typer.Option("--max-prompts", min=1, help="Prompts to distil.")] = 600,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Answer length cap.")] = 128,
@@ -118,8 +118,10 @@ def train(
     (work / "run.json").write_text(json.dumps({"model": model, "config": cfg.__dict__}, indent=1) + "\n")
 
     if not skip_distill:
-        records = read_prompt_file(prompts) if prompts else _shipped_train_prompts()
-        random.Random(seed).shuffle(records)
+        records = []
+        for split in [read_prompt_file(prompts)] if prompts else _shipped_train_splits():
+            random.Random(seed).shuffle(split)
+            records += split
         options = dict(max_new_tokens=max_new_tokens, batch_size=distill_batch, sampled_fraction=sampled_fraction,
                        temp=distill_temp, seed=seed, progress=console, hidden_dir=work / "hidden")
         if distill_workers > 1:
@@ -164,7 +166,9 @@ def train(
     console.print(f"{summary}\nwrote {out}")
 
 
-def _shipped_train_prompts() -> list[dict]:
+def _shipped_train_splits() -> list[list[dict]]:
+    """The shipped training prompts: the train split, then the extra draw. Each split is
+    shuffled on its own, so `--max-prompts 3089` still picks exactly the train split."""
     from redrafter_mlx.data import load_prompts
 
-    return load_prompts("train")
+    return [load_prompts("train"), load_prompts("train-extra")]

@@ -278,10 +278,14 @@ def generate_with_hidden(
     """Answer `jobs` in batches with our own model, keeping the hidden states.
 
     Prompts of a batch are left-padded; explicit per-row positions and a mask that hides
-    the padding keep every row exactly as if it ran alone. Yields (record, hidden (R, D))
-    per job, batch by batch. mlx-lm's BatchGenerator cannot return hidden states, and
-    measured slower here (continuous batching bookkeeping per token).
+    the padding keep every row exactly as if it ran alone. Jobs are batched in order of
+    prompt length, so a batch pads little: one 64-prompt batch of the training set took
+    84 s to prefill unsorted (widths 38-236) and 12 s sorted, and its decode steps 620 ->
+    358 ms (a shorter cache). Yields (record, hidden (R, D)) per job, batch by batch.
+    mlx-lm's BatchGenerator cannot return hidden states, and measured slower here
+    (continuous batching bookkeeping per token).
     """
+    jobs = sorted(jobs, key=lambda job: len(job[1]))
     eos_set = set(eos_ids)
     eos = mx.array(sorted(eos_set) or [-1], dtype=mx.int32)
     for start in range(0, len(jobs), batch_size):

@@ -7,7 +7,7 @@ from importlib import resources
 
 import pytest
 
-from redrafter_mlx.data import CATEGORIES, load_prompts
+from redrafter_mlx.data import CATEGORIES, SPLITS, load_prompts
 from redrafter_mlx.data import build_prompts as bp
 from redrafter_mlx.data.eval_set import RESERVED_TERMS
 
@@ -17,6 +17,12 @@ KEYS = {"id", "category", "prompt", "turns", "multi_turn", "source"}
 @pytest.fixture(scope="module")
 def train() -> list[dict]:
     return load_prompts("train")
+
+
+@pytest.fixture(scope="module")
+def all_train(train) -> list[dict]:
+    """Every prompt a drafter may be trained on: the train split and the extra draw."""
+    return train + load_prompts("train-extra")
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +44,7 @@ def test_categories(train, evals):
     assert set(tc) <= allowed and set(ec) <= allowed
 
 
-@pytest.mark.parametrize("split", ["train", "eval"])
+@pytest.mark.parametrize("split", ["train", "train-extra", "eval"])
 def test_schema(split):
     rows = load_prompts(split)
     ids = [r["id"] for r in rows]
@@ -60,15 +66,16 @@ def test_eval_is_hand_written(evals):
     assert {r["source"] for r in evals} == {"handwritten"}
 
 
-def test_no_duplicates_inside_train(train):
-    prompts = [bp.normalize(r["prompt"]) for r in train]
+def test_no_duplicates_inside_train(all_train):
+    assert len({r["id"] for r in all_train}) == len(all_train)
+    prompts = [bp.normalize(r["prompt"]) for r in all_train]
     assert len(set(prompts)) == len(prompts)
-    turns = [bp.normalize(t) for r in train for t in r["turns"]]
+    turns = [bp.normalize(t) for r in all_train for t in r["turns"]]
     assert len(set(turns)) == len(turns)
 
 
-def test_no_train_eval_overlap(train, evals):
-    train_turns = [t for r in train for t in r["turns"]]
+def test_no_train_eval_overlap(all_train, evals):
+    train_turns = [t for r in all_train for t in r["turns"]]
     eval_turns = [t for r in evals for t in r["turns"]]
     # exact and normalized text
     assert not set(train_turns) & set(eval_turns)
@@ -83,9 +90,9 @@ def test_no_train_eval_overlap(train, evals):
                 assert inter / len(e | s) < bp.SIM_THRESHOLD, (et, tt)
 
 
-def test_reserved_eval_terms_absent_from_train(train):
+def test_reserved_eval_terms_absent_from_train(all_train):
     guard = bp.EvalGuard([], RESERVED_TERMS)
-    hits = [(r["id"], m.group(1)) for r in train for t in r["turns"]
+    hits = [(r["id"], m.group(1)) for r in all_train for t in r["turns"]
             if (m := guard.reserved.search(bp.normalize(t)))]
     assert not hits
 
@@ -104,11 +111,18 @@ def test_sources(train):
     assert "MIT License" in files.joinpath("HUMANEVAL_LICENSE.txt").read_text(encoding="utf-8")
 
 
+def test_extra_split_is_a_larger_template_draw(train):
+    extra = load_prompts("train-extra")
+    assert len(extra) >= len(train)
+    assert all(r["source"].startswith("template:") for r in extra)
+    assert {r["category"] for r in extra} == {r["category"] for r in train}
+
+
 def test_regeneration_is_byte_identical(tmp_path):
     paths = bp.build(tmp_path)
     files = resources.files("redrafter_mlx.data")
     for split, path in paths.items():
-        shipped = files.joinpath(bp.TRAIN_FILE if split == "train" else bp.EVAL_FILE).read_bytes()
+        shipped = files.joinpath(SPLITS[split]).read_bytes()
         assert path.read_bytes() == shipped, f"{split} prompts differ from a fresh build"
 
 

@@ -1,7 +1,9 @@
 """Chat prompt sets shipped with the package (see README.md in this folder).
 
 ``load_prompts("train")`` returns the training prompts (for distilling / training drafters),
-``load_prompts("eval")`` the held-out, hand-written evaluation prompts. Each record is a dict
+``load_prompts("train-extra")`` a second, larger draw from the same templates (more data for
+the same purpose, no overlap with "train"), ``load_prompts("eval")`` the held-out, hand-written
+evaluation prompts. Each record is a dict
 with ``id``, ``category``, ``prompt`` (the last user message), ``turns`` (every user message in
 order, so ``turns[-1] == prompt``), ``multi_turn`` and ``source``.
 """
@@ -11,12 +13,13 @@ from __future__ import annotations
 import json
 from importlib import resources
 
-SPLITS = {"train": "train_prompts.jsonl", "eval": "eval_prompts.jsonl"}
+SPLITS = {"train": "train_prompts.jsonl", "train-extra": "train_extra_prompts.jsonl",
+          "eval": "eval_prompts.jsonl"}
 CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
 
 
 def load_prompts(split: str) -> list[dict]:
-    """Read one prompt split ("train" or "eval") from the installed package data."""
+    """Read one prompt split ("train", "train-extra" or "eval") from the installed package data."""
     try:
         name = SPLITS[split]
     except KeyError:

@@ -37,6 +37,7 @@ import zipfile
 from collections import Counter
 from pathlib import Path
 
+from . import SPLITS
 from .eval_set import EVAL_PROMPTS, RESERVED_TERMS
 from .handwritten_train import HANDWRITTEN
 from .template import T
@@ -51,9 +52,8 @@ MT_RATE = 0.3  # chance that a template draw with follow-ups becomes a two-turn 
 MAX_TEMPLATE_SHARE = 0.03  # no template may produce more than this share of the training set
 SIM_THRESHOLD = 0.5
 CONTAIN_THRESHOLD = 0.8
+EXTRA_SCALE = 3  # the extra training split draws 3x each template's quota again
 DATA_DIR = Path(__file__).resolve().parent
-TRAIN_FILE = "train_prompts.jsonl"
-EVAL_FILE = "eval_prompts.jsonl"
 HUMANEVAL_FILE = "humaneval_prompts.jsonl"
 
 STOPWORDS = frozenset("""
@@ -178,10 +178,11 @@ class _Collector:
         return None
 
 
-def _run_template(t: T, slots: dict, col: _Collector) -> int:
-    rng = random.Random(f"{SEED}:{t.tid}")
+def _run_template(t: T, slots: dict, col: _Collector, draw: str = "", scale: int = 1) -> int:
+    rng = random.Random(f"{SEED}:{draw}{t.tid}")
+    quota = t.quota * scale
     made = attempts = 0
-    while made < t.quota and attempts < t.quota * 80:
+    while made < quota and attempts < quota * 80:
         attempts += 1
         values = _fill(t, rng, slots)
         turns = [t.text.format(**values)]
@@ -246,18 +247,26 @@ def build_eval() -> list[dict]:
     return items
 
 
-def build_train(verbose: bool = False) -> tuple[list[dict], dict]:
-    eval_turns = [x for _, turns in EVAL_PROMPTS for x in turns]
-    guard = EvalGuard(eval_turns, RESERVED_TERMS)
-    col = _Collector(guard)
+def _draw_templates(col: _Collector, verbose: bool, draw: str = "", scale: int = 1) -> Counter:
+    """Draw every template's quota (times `scale`) into `col`; prompts made per template."""
     slots = {**SLOTS, **REASONING_SLOTS}
     per_template: Counter = Counter()
     for t in TEXT_TEMPLATES + GEN_TEMPLATES:
         if t.category not in ALL_CATEGORIES:
             raise ValueError(f"template {t.tid}: unknown category {t.category!r}")
-        per_template[t.tid] = _run_template(t, slots, col)
-        if per_template[t.tid] < t.quota:
-            print(f"warning: template {t.tid} made {per_template[t.tid]}/{t.quota}", file=sys.stderr)
+        per_template[t.tid] = _run_template(t, slots, col, draw, scale)
+        if verbose and per_template[t.tid] < t.quota * scale:
+            print(f"note: template {t.tid} made {per_template[t.tid]}/{t.quota * scale}", file=sys.stderr)
+    return per_template
+
+
+def _eval_guard() -> EvalGuard:
+    return EvalGuard([x for _, turns in EVAL_PROMPTS for x in turns], RESERVED_TERMS)
+
+
+def build_train(verbose: bool = False) -> tuple[list[dict], dict]:
+    col = _Collector(_eval_guard())
+    per_template = _draw_templates(col, verbose)
     for category, entries in HANDWRITTEN.items():
         for entry in entries:
             turns = [entry] if isinstance(entry, str) else list(entry)
@@ -279,21 +288,36 @@ def build_train(verbose: bool = False) -> tuple[list[dict], dict]:
     return items, stats
 
 
+def build_train_extra(train: list[dict], scale: int = EXTRA_SCALE) -> list[dict]:
+    """More training prompts from the same templates: a second, independent draw of
+    `scale` times each template's quota, under the same leakage guard, minus every prompt
+    of `train`. Why: the drafter is data-bound (held-out accuracy kept rising with every
+    increase in distilled answers), and new slot combinations are new answers to learn
+    from. Template-only, so the slot lists' and generators' diversity is all it adds."""
+    col = _Collector(_eval_guard())
+    col.seen.update(normalize(x) for record in train for x in record["turns"])
+    _draw_templates(col, verbose=False, draw="extra:", scale=scale)
+    items = col.items
+    random.Random(f"{SEED}:extra-shuffle").shuffle(items)
+    return [{"id": f"train-extra-{i:05d}", **rec} for i, rec in enumerate(items)]
+
+
 def _dump(items: list[dict]) -> str:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in items)
 
 
 def build(out_dir: Path | str = DATA_DIR, verbose: bool = False) -> dict[str, Path]:
-    """Write both prompt files into ``out_dir`` and return their paths."""
+    """Write the prompt files (train, train-extra, eval) into ``out_dir``; their paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     train, stats = build_train(verbose=verbose)
-    eval_items = build_eval()
-    paths = {"train": out_dir / TRAIN_FILE, "eval": out_dir / EVAL_FILE}
-    paths["train"].write_text(_dump(train), encoding="utf-8", newline="\n")
-    paths["eval"].write_text(_dump(eval_items), encoding="utf-8", newline="\n")
+    splits = {"train": train, "train-extra": build_train_extra(train), "eval": build_eval()}
+    paths = {}
+    for name, items in splits.items():
+        paths[name] = out_dir / SPLITS[name]
+        paths[name].write_text(_dump(items), encoding="utf-8", newline="\n")
     if verbose:
-        for name, items in (("train", train), ("eval", eval_items)):
+        for name, items in splits.items():
             cats = Counter(r["category"] for r in items)
             mt = sum(r["multi_turn"] for r in items)
             print(f"{name}: {len(items)} prompts, {mt} multi-turn; "
