@@ -100,9 +100,10 @@ def distill_in_workers(
                 proc.stdin.close()
             except BrokenPipeError:
                 pass  # it died before reading its job: reported below with its own error
+        tally = _PartTally(out)
         while True:
             running = any(proc.poll() is None for proc, _ in procs)
-            _count_parts(out, stats, time.perf_counter() - tic)
+            tally.update(stats, time.perf_counter() - tic)
             if bar is not None:
                 bar.update(task, completed=stats.prompts_skipped + stats.prompts_done,
                            tps=stats.tokens_per_second)
@@ -124,11 +125,28 @@ def distill_in_workers(
     return stats
 
 
-def _count_parts(out: Path, stats: DistillStats, seconds: float) -> None:
-    records = [r for part in part_files(out) for r in read_distill_file(part)]
-    stats.prompts_done = len(records)
-    stats.tokens = sum(len(r.response_ids) for r in records)
-    stats.seconds = seconds
+class _PartTally:
+    """Answers and tokens written to the part files so far. Each poll parses only the
+    complete lines added since the last one: re-reading whole part files every second
+    costs the parent more CPU the longer the run (several MB of JSON per poll by the end)."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.offsets: dict[Path, int] = {}
+
+    def update(self, stats: DistillStats, seconds: float) -> None:
+        for part in part_files(self.out):
+            start = self.offsets.get(part, 0)
+            with part.open("rb") as f:
+                f.seek(start)
+                new = f.read()
+            complete = new[: new.rfind(b"\n") + 1]  # a line being written is read next time
+            for line in complete.splitlines():
+                if line.strip():
+                    stats.prompts_done += 1
+                    stats.tokens += len(json.loads(line)["response_ids"])
+            self.offsets[part] = start + len(complete)
+        stats.seconds = seconds
 
 
 def _last_line(log: Any) -> str:
