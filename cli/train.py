@@ -154,15 +154,19 @@ def train(
     eos = frozenset(loaded.tokenizer.eos_token_ids or [])
     result = train_drafter(
         loaded.model, loaded.config, data["train"], data["heldout"], work, cfg,
-        token_ids=data["token_ids"], eval_prompt_ids=eval_prompt_ids(loaded.tokenizer, eval_prompts),
+        token_ids=data["token_ids"], heldout_answers=data["heldout_answers"],
+        eval_prompt_ids=eval_prompt_ids(loaded.tokenizer, eval_prompts),
         eos_ids=eos, resume=resume, init_from=init_from, out_dir=out, console=console, log=log,
     )
     best = result.best or {}
-    summary = f"best at step {best.get('step')}"
+    parts = []
+    if "replay_tokens_per_step" in best:
+        parts.append(f"{best['replay_tokens_per_step']:.2f} tokens/step replayed on the held-out answers")
     if "tokens_per_step" in best:
-        summary += f": {best['tokens_per_step']:.2f} tokens/step"
+        parts.append(f"{best['tokens_per_step']:.2f} tokens/step decoding eval prompts")
     if "top1" in best:
-        summary += ", top-1 " + "/".join(f"{a:.2f}" for a in best["top1"])
+        parts.append("top-1 " + "/".join(f"{a:.2f}" for a in best["top1"]))
+    summary = f"best at step {best.get('step')}: " + ", ".join(parts)
     console.print(f"{summary}\nwrote {out}")
 
 

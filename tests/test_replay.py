@@ -1,0 +1,55 @@
+"""Acceptance replay: tokens/step computed from recorded answers equals real decoding's, and
+training's evals use it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from redrafter_mlx.distill import DistillRecord, generate_with_hidden
+from redrafter_mlx.replay import accepted_lengths, replay
+from redrafter_mlx.training import TrainConfig, decode_eval, llm_hidden_states, train_drafter
+
+from .conftest import random_model, tiny_config
+
+
+def test_accepted_lengths_is_the_longest_matching_prefix_of_any_beam():
+    rng = np.random.default_rng(0)
+    beams = rng.integers(0, 3, size=(200, 3, 5))  # 3 symbols: many partial matches
+    targets = rng.integers(0, 3, size=(200, 4))
+    lengths = rng.integers(0, 5, size=200)
+    got = accepted_lengths(beams, targets, lengths)
+    for b in range(200):
+        best = 0
+        for w in range(3):
+            n = 0
+            while n < lengths[b] and beams[b, w, 1 + n] == targets[b, n]:
+                n += 1
+            best = max(best, n)
+        assert got[b] == best
+
+
+def test_replay_counts_what_decoding_counts(tmp_path):
+    config = tiny_config(vocab_size=64)
+    model = random_model(config, seed=1)
+    rng = np.random.default_rng(2)
+    jobs = [(f"p{i}", rng.integers(3, 64, size=int(rng.integers(3, 9))).tolist(), 0.0) for i in range(12)]
+    answers = list(generate_with_hidden(model, jobs, eos_ids=(), max_new_tokens=40, batch_size=5))
+    # A drafter trained briefly on these answers accepts some drafts but not all.
+    records = [r for r, _ in answers]
+    cfg = TrainConfig(exit_dim=64, num_draft_layers=1, token_subset_size=None, predict=3, lr=3e-3,
+                      warmup_steps=5, batch_positions=128, steps=12, eval_every=12,
+                      checkpoint_every=1000, eval_prompts=0, beam_width=3, beam_length=4,
+                      eval_max_tokens=30)
+    data = llm_hidden_states(model, records, 3)
+    held = [(r.response_ids, h) for r, h in answers]
+    result = train_drafter(model, config, data, data, tmp_path, cfg, heldout_answers=held)
+    drafter = result.drafter
+
+    prompts = [r.prompt_ids for r in records]
+    decoded = decode_eval(model, drafter, prompts, beam_width=3, beam_length=4, max_tokens=30)
+    replayed = replay(drafter, model.embedding, held, beam_width=3, beam_length=4, max_tokens=30)
+    assert 1.3 < replayed.tokens_per_step < 3.3, (replayed, decoded)
+    assert replayed.steps == decoded["steps"]
+    assert replayed.tokens_per_step == decoded["tokens_per_step"]
+    # Training scores its evals the same way (and picks its best drafter by it).
+    assert result.history[-1]["replay_tokens_per_step"] == decoded["tokens_per_step"]
