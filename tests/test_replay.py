@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from redrafter_mlx.distill import DistillRecord, generate_with_hidden
+from redrafter_mlx.distill import generate_with_hidden
 from redrafter_mlx.replay import accepted_lengths, replay
 from redrafter_mlx.training import TrainConfig, decode_eval, llm_hidden_states, train_drafter
 
