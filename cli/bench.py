@@ -16,6 +16,7 @@ from redrafter_mlx.loading import DEFAULT_MODEL, LoadedModel, load, load_drafter
 from redrafter_mlx.profiling import bench as runner
 from redrafter_mlx.profiling.verify_cost import verify_cost as measure_verify_cost
 from redrafter_mlx.prompting import encode_prompt
+from redrafter_mlx.replay import record_answers, replay
 
 from .app import app, console, friendly_errors, print_json
 from .generate import check_decoding, read_prompts
@@ -52,6 +53,9 @@ def bench(
     verify_cost: Annotated[Optional[str], typer.Option(
         "--verify-cost", metavar="P,P,...",
         help="Instead: time one verify pass per packed length P (e.g. 1,4,8,12,16) on a 200-token cache.")] = None,
+    replay_only: Annotated[bool, typer.Option(
+        "--replay", help="Instead: greedy tokens/step only, replayed on the LLM's batched answers "
+                         "(no timing; fast enough for the whole eval set, e.g. -n 106).")] = False,
 ) -> None:
     """Throughput, tokens/step, compression, memory and output identity of all three decoders."""
     dtype_ = runtime.parse_dtype(dtype)
@@ -59,6 +63,9 @@ def bench(
         return show_verify_cost(model, dtype_, parse_sizes(verify_cost, "--verify-cost"), json_out)
     check_decoding("redrafter", beam_width, beam_length)
     loaded, draft_model, prompts = setup(model, drafter, dtype_, prompts_file, num_prompts)
+    if replay_only:
+        return show_replay(loaded, draft_model, prompts, beam_width, beam_length, max_tokens, json_out,
+                           {"model": model, "runtime": runtime.describe(dtype_)})
     console.print(f"[dim]{runtime.describe(dtype_)}; {len(prompts)} prompts, {max_tokens} max tokens, "
                   f"W={beam_width} L={beam_length}[/dim]")
     runner.warm_up(loaded, draft_model, beam_width, beam_length)
@@ -89,6 +96,26 @@ def show_verify_cost(model: str, dtype, sizes: list[int], json_out: bool) -> Non
     for size, seconds in times.items():
         table.add_row(str(size), f"{seconds * 1e3:.0f}", f"{seconds / times[sizes[0]]:.2f}")
     Console().print(table)
+
+
+def show_replay(loaded: LoadedModel, draft_model: Drafter, prompts: list[list[int]], beam_width: int,
+                beam_length: int, max_tokens: int, json_out: bool, about: dict) -> None:
+    """Tokens/step of greedy ReDrafter from `replay.replay`: equal to decoding's count (up to
+    near-ties), without the per-step verify passes, so whole prompt sets are affordable."""
+    console.print(f"[dim]{about['runtime']}; {len(prompts)} prompts, {max_tokens} max tokens, "
+                  f"W={beam_width} L={beam_length}, replayed[/dim]")
+    eos = loaded.tokenizer.eos_token_ids or []
+    # beam_length - 1 tokens past the limit: the last step may accept drafts beyond it, as in decoding.
+    answers = record_answers(loaded.model, prompts, max_tokens + beam_length - 1, eos)
+    result = replay(draft_model, loaded.model.embedding, answers, beam_width=beam_width,
+                    beam_length=beam_length, max_tokens=max_tokens)
+    report = about | {"beam_width": beam_width, "beam_length": beam_length, "prompts": len(prompts),
+                      "max_tokens": max_tokens, "tokens_per_step": result.tokens_per_step,
+                      "steps": result.steps, "tokens": result.tokens}
+    if json_out:
+        return print_json(report)
+    console.print(f"tokens/step {result.tokens_per_step:.3f} ({result.tokens} tokens in {result.steps} "
+                  f"steps, {len(prompts)} prompts, W={beam_width} L={beam_length})")
 
 
 def summarise(results: list[runner.MethodResult], beam_cells: int) -> dict:

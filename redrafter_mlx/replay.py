@@ -15,13 +15,15 @@ tests compare the two.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import mlx.core as mx
 import numpy as np
+from mlx import nn
 
 from .beam_search import beam_search
+from .distill import generate_with_hidden
 from .drafter import Drafter, Embedding
 
 
@@ -82,3 +84,15 @@ def replay(
         result.tokens += int((accepted + 1).sum())
         result.steps += len(active)
     return result
+
+
+def record_answers(
+    model: nn.Module, prompts: Sequence[list[int]], max_new_tokens: int,
+    eos_ids: Iterable[int] = (), batch_size: int = 32,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The LLM's greedy answers to `prompts` with their hidden states, batched (the
+    distillation loop), in prompt order: what `replay` takes."""
+    jobs = [(str(i), list(ids), 0.0) for i, ids in enumerate(prompts)]
+    answers = {record.id: (np.array(record.response_ids), hidden) for record, hidden in
+               generate_with_hidden(model, jobs, eos_ids, max_new_tokens=max_new_tokens, batch_size=batch_size)}
+    return [answers[job[0]] for job in jobs]

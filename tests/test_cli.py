@@ -193,6 +193,11 @@ def test_bench_runs_all_three_decoders_on_the_same_prompts(tmp_path, write_tiny_
     assert 1.0 <= redrafter["tokens_per_step"] <= 3.0
     assert 0 < redrafter["compression"] <= 1.0
     assert report["methods"][0]["speedup_vs_first"] == 1.0
+    replayed = invoke("bench", "-M", str(model), "-d", str(drafter), "-w", "2", "-l", "3", "-n", "3", "-m", "12",
+                      "--json", "--replay")
+    assert replayed.exit_code == 0, replayed.output
+    counted = json.loads(replayed.stdout.splitlines()[-1])
+    assert (counted["tokens_per_step"], counted["steps"]) == (redrafter["tokens_per_step"], redrafter["steps"])
 
 
 def test_bench_verify_cost_times_each_packed_length(tmp_path, write_tiny_folder):
