@@ -537,8 +537,8 @@ def train_drafter(
     tokens/step decoding `eval_prompt_ids`. When `out_dir` is set it is saved there
     whenever it is the best so far, by the first of these that was measured: replayed
     tokens/step (every held-out answer), decoded tokens/step (a few prompts), held-out top-1
-    averaged over depths. Teacher-forced top-1 differences of 0.01 did not predict
-    tokens/step (TRAINING.md of the shipped drafter), so tokens/step decides.
+    averaged over depths. Tokens/step decides because it is what decoding gets; top-1
+    weighs all depths alike, while a step only reaches depth j through depths 1..j-1.
     """
     work = Path(work_dir)
     embedding = model.embedding
