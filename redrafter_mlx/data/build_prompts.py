@@ -247,16 +247,18 @@ def build_eval() -> list[dict]:
     return items
 
 
-def _draw_templates(col: _Collector, verbose: bool, draw: str = "", scale: int = 1) -> Counter:
-    """Draw every template's quota (times `scale`) into `col`; prompts made per template."""
+def _draw_templates(col: _Collector, warn: bool, draw: str = "", scale: int = 1) -> Counter:
+    """Draw every template's quota (times `scale`) into `col`; prompts made per template.
+    `warn`: say when a template falls short (the train split's quotas are meant to be met;
+    the extra draw's are upper bounds)."""
     slots = {**SLOTS, **REASONING_SLOTS}
     per_template: Counter = Counter()
     for t in TEXT_TEMPLATES + GEN_TEMPLATES:
         if t.category not in ALL_CATEGORIES:
             raise ValueError(f"template {t.tid}: unknown category {t.category!r}")
         per_template[t.tid] = _run_template(t, slots, col, draw, scale)
-        if verbose and per_template[t.tid] < t.quota * scale:
-            print(f"note: template {t.tid} made {per_template[t.tid]}/{t.quota * scale}", file=sys.stderr)
+        if warn and per_template[t.tid] < t.quota * scale:
+            print(f"warning: template {t.tid} made {per_template[t.tid]}/{t.quota * scale}", file=sys.stderr)
     return per_template
 
 
@@ -266,7 +268,7 @@ def _eval_guard() -> EvalGuard:
 
 def build_train(verbose: bool = False) -> tuple[list[dict], dict]:
     col = _Collector(_eval_guard())
-    per_template = _draw_templates(col, verbose)
+    per_template = _draw_templates(col, warn=True)
     for category, entries in HANDWRITTEN.items():
         for entry in entries:
             turns = [entry] if isinstance(entry, str) else list(entry)
@@ -296,7 +298,7 @@ def build_train_extra(train: list[dict], scale: int = EXTRA_SCALE) -> list[dict]
     from. Template-only, so the slot lists' and generators' diversity is all it adds."""
     col = _Collector(_eval_guard())
     col.seen.update(normalize(x) for record in train for x in record["turns"])
-    _draw_templates(col, verbose=False, draw="extra:", scale=scale)
+    _draw_templates(col, warn=False, draw="extra:", scale=scale)
     items = col.items
     random.Random(f"{SEED}:extra-shuffle").shuffle(items)
     return [{"id": f"train-extra-{i:05d}", **rec} for i, rec in enumerate(items)]
