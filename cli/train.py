@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from redrafter_mlx import runtime
+from redrafter_mlx.data import follow_up_turns
 from redrafter_mlx.loading import DEFAULT_MODEL, load
 
 from .app import UsageError, app, console, friendly_errors
@@ -42,16 +43,16 @@ def read_prompt_file(path: Path) -> list[dict]:
 
 
 def eval_prompt_ids(tokenizer, count: int) -> list[list[int]]:
-    """`count` held-out eval prompts, spread over the categories (never training prompts)."""
+    """`count` held-out eval prompts, spread over the categories (never training prompts), each
+    its last user message alone, as `redrafter bench` runs them."""
     from redrafter_mlx.data import load_prompts
-    from redrafter_mlx.distill import first_user_message
     from redrafter_mlx.prompting import encode_prompt
 
     prompts = load_prompts("eval")
     if count <= 0 or not prompts:
         return []
     stride = max(1, len(prompts) // count)
-    return [encode_prompt(tokenizer, first_user_message(p)) for p in prompts[::stride][:count]]
+    return [encode_prompt(tokenizer, p["prompt"]) for p in prompts[::stride][:count]]
 
 
 @app.command()
@@ -59,7 +60,7 @@ def eval_prompt_ids(tokenizer, count: int) -> list[list[int]]:
 def train(
     out: Annotated[Path, typer.Option("--out", "-o", help="Drafter folder to write (config.json + model.safetensors; work files in OUT/training/).")],
     model: ModelOpt = DEFAULT_MODEL,
-    prompts: Annotated[Path | None, typer.Option("--prompts", help="Training prompts JSONL (default: the shipped train set, then its extra draw).")] = None,
+    prompts: Annotated[Path | None, typer.Option("--prompts", help="Training prompts JSONL (default: the shipped train, train-extra and train-written sets). Follow-up turns are distilled alone, after all first turns.")] = None,
     distill_data: Annotated[Path | None, typer.Option("--distill-data", help="Distillation JSONL to use/extend (default OUT/training/distill.jsonl).")] = None,
     max_prompts: Annotated[int, typer.Option("--max-prompts", min=1, help="Prompts to distil.")] = 600,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Answer length cap.")] = 128,
@@ -118,8 +119,10 @@ def train(
     (work / "run.json").write_text(json.dumps({"model": model, "config": cfg.__dict__}, indent=1) + "\n")
 
     if not skip_distill:
+        splits = [read_prompt_file(prompts)] if prompts else _shipped_train_splits()
+        splits.append(follow_up_turns([r for split in splits for r in split]))
         records = []
-        for split in [read_prompt_file(prompts)] if prompts else _shipped_train_splits():
+        for split in splits:
             random.Random(seed).shuffle(split)
             records += split
         options = dict(max_new_tokens=max_new_tokens, batch_size=distill_batch, sampled_fraction=sampled_fraction,
@@ -171,8 +174,9 @@ def train(
 
 
 def _shipped_train_splits() -> list[list[dict]]:
-    """The shipped training prompts: the train split, then the extra draw. Each split is
-    shuffled on its own, so `--max-prompts 3089` still picks exactly the train split."""
+    """The shipped training prompts: the train split, its extra draw, then the hand-written
+    bulk (the follow-up turns of all three come last). Each is shuffled on its own, so
+    `--max-prompts 3089` still picks exactly the train split and 8127 train + train-extra."""
     from redrafter_mlx.data import load_prompts
 
-    return [load_prompts("train"), load_prompts("train-extra")]
+    return [load_prompts(split) for split in ("train", "train-extra", "train-written")]

