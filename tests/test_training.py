@@ -253,11 +253,15 @@ def test_distill_workers_agree_with_one_process_and_resume(tmp_path, write_tiny_
 
 def test_cli_train_distils_trains_and_guards_out(tmp_path, write_tiny_folder):
     from redrafter_mlx.cli.main import load_commands
+    from redrafter_mlx.loading import load
+    from redrafter_mlx.prompting import encode_prompt
     from typer.testing import CliRunner
 
     model = write_tiny_folder(tmp_path / "model")
     prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text("".join(json.dumps({"id": f"p{i}", "prompt": f"Say {i} things"}) + "\n" for i in range(5)))
+    rows = [{"id": f"p{i}", "prompt": f"Say {i} things"} for i in range(4)]
+    rows.append({"id": "p4", "turns": ["Say 4 things", "Now say fewer"]})  # the follow-up is distilled alone
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "drafter"
     args = ["train", "-M", str(model), "--prompts", str(prompts), "--out", str(out), "--max-new-tokens", "6",
             "--steps", "4", "--eval-every", "2", "--eval-prompts", "1", "--token-subset", "128",
@@ -265,10 +269,14 @@ def test_cli_train_distils_trains_and_guards_out(tmp_path, write_tiny_folder):
     app = load_commands()
     result = CliRunner().invoke(app, args + ["--distill-workers", "2", "--warmup-steps", "1", "--soft-targets", "0.5"])
     assert result.exit_code == 0, result.output
-    assert "distillation: 5 new answers" in result.output
+    assert "distillation: 6 new answers" in result.output
     run_config = json.loads((out / "training" / "run.json").read_text())["config"]
     assert run_config["warmup_steps"] == 1 and run_config["soft_targets"] == 0.5
-    assert (out / "config.json").exists() and len(read_distill_file(out / "training" / "distill.jsonl")) == 5
+    answers = {r.id: r for r in read_distill_file(out / "training" / "distill.jsonl")}
+    assert (out / "config.json").exists() and sorted(answers) == ["p0", "p1", "p2", "p3", "p4", "p4/2"]
+    tokenizer = load(str(model)).tokenizer
+    assert answers["p4"].prompt_ids == encode_prompt(tokenizer, "Say 4 things")
+    assert answers["p4/2"].prompt_ids == encode_prompt(tokenizer, "Now say fewer")
     loaded = load_drafter(out)
     assert loaded.config.token_subset_size == 128 and loaded.config.num_draft_layers == 1
     again = CliRunner().invoke(app, args)
