@@ -84,6 +84,7 @@ def train(
     epochs: Annotated[float, typer.Option("--epochs", min=0.0)] = 4.0,
     eval_every: Annotated[int, typer.Option("--eval-every", min=1)] = 250,
     eval_prompts: Annotated[int, typer.Option("--eval-prompts", min=0, help="Held-out prompts decoded at each eval.")] = 4,
+    eval_max_tokens: Annotated[int, typer.Option("--eval-max-tokens", min=1, help="Tokens per answer in the evals' held-out replay and decoding.")] = 64,
     beam_width: Annotated[int, typer.Option("--beam-width", "-W", min=1)] = 4,
     beam_length: Annotated[int, typer.Option("--beam-length", "-L", min=1)] = 5,
     seed: Annotated[int, typer.Option("--seed")] = 0,
@@ -112,7 +113,7 @@ def train(
         exit_dim=exit_dim, num_draft_layers=layers, rnn=rnn, head_tied=tied,
         token_subset_size=token_subset or None, predict=predict, soft_targets=soft_targets, lr=lr, warmup_steps=warmup_steps,
         batch_positions=batch_positions, grad_accum=grad_accum, steps=steps, epochs=epochs,
-        eval_every=eval_every, checkpoint_every=eval_every, eval_prompts=eval_prompts,
+        eval_every=eval_every, checkpoint_every=eval_every, eval_prompts=eval_prompts, eval_max_tokens=eval_max_tokens,
         beam_width=beam_width, beam_length=beam_length, seed=seed,
     )
     loaded = load(model, runtime.parse_dtype(dtype))

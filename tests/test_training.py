@@ -267,11 +267,12 @@ def test_cli_train_distils_trains_and_guards_out(tmp_path, write_tiny_folder):
             "--steps", "4", "--eval-every", "2", "--eval-prompts", "1", "--token-subset", "128",
             "--exit-dim", "64", "--layers", "1", "--batch-positions", "8", "--predict", "2"]
     app = load_commands()
-    result = CliRunner().invoke(app, args + ["--distill-workers", "2", "--warmup-steps", "1", "--soft-targets", "0.5"])
+    result = CliRunner().invoke(app, args + ["--distill-workers", "2", "--warmup-steps", "1", "--soft-targets", "0.5",
+                                                   "--eval-max-tokens", "5"])
     assert result.exit_code == 0, result.output
     assert "distillation: 6 new answers" in result.output
     run_config = json.loads((out / "training" / "run.json").read_text())["config"]
-    assert run_config["warmup_steps"] == 1 and run_config["soft_targets"] == 0.5
+    assert run_config["warmup_steps"] == 1 and run_config["soft_targets"] == 0.5 and run_config["eval_max_tokens"] == 5
     answers = {r.id: r for r in read_distill_file(out / "training" / "distill.jsonl")}
     assert (out / "config.json").exists() and sorted(answers) == ["p0", "p1", "p2", "p3", "p4", "p4/2"]
     tokenizer = load(str(model)).tokenizer
