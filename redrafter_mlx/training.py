@@ -550,13 +550,22 @@ def train_drafter(
     total_steps = cfg.steps or max(1, math.ceil(cfg.epochs * n_train / per_step))
     ckpt = work / CHECKPOINT_DIR
 
+    # What an eval score depends on: scores measured on another held-out set are not comparable.
+    eval_set = {"heldout_positions": len(heldout_data[0]), "heldout_answers": len(heldout_answers),
+                "eval_prompts": min(cfg.eval_prompts, len(eval_prompt_ids)), "beam_width": cfg.beam_width,
+                "beam_length": cfg.beam_length, "eval_max_tokens": cfg.eval_max_tokens}
     state: dict[str, Any] = {"step": 0, "history": [], "best": None, "config": asdict(cfg),
-                             "total_steps": total_steps}
+                             "total_steps": total_steps, "eval_set": eval_set}
     if resume and (ckpt / STATE_FILE).exists():
         drafter = load_drafter(ckpt)
         state = json.loads((ckpt / STATE_FILE).read_text())
         total_steps = state["total_steps"] if cfg.steps is None else cfg.steps
         state["total_steps"] = total_steps
+        if state.get("eval_set") != eval_set:
+            if state["best"] is not None and console is not None:
+                console.print("[yellow]the held-out set or the eval settings changed since the checkpoint: "
+                              "the best-so-far score starts over[/yellow]")
+            state["best"], state["eval_set"] = None, eval_set
         opt = make_optimizer(cfg, total_steps)
         opt.init(drafter.trainable_parameters())
         opt.state = tree_unflatten(list(mx.load(str(ckpt / OPTIMIZER_FILE)).items()))

@@ -145,6 +145,26 @@ def test_resume_continues_exactly(tmp_path):
         np.testing.assert_allclose(np.array(v), np.array(straight[k]), atol=1e-5, err_msg=k)
 
 
+def test_resume_compares_best_only_on_the_same_heldout_set(tmp_path):
+    """The drafter kept as best must have beaten scores measured on the same held-out set:
+    resuming on other held-out data starts the best-so-far record over."""
+    model, config = tiny()
+    data = llm_hidden_states(model, pattern_records(20), 3)
+    other = llm_hidden_states(model, pattern_records(8, seed=1), 3)
+    for name, heldout, kept in [("same", data, True), ("other", other, False)]:
+        work = tmp_path / name
+        train_drafter(model, config, data, data, work, _cfg(steps=2, batch_positions=64, eval_every=2))
+        state_file = work / "checkpoint" / "train_state.json"
+        state = json.loads(state_file.read_text())
+        state["best"] = {"step": 0, "top1": [2.0]}  # unbeatable: accuracy is at most 1
+        state_file.write_text(json.dumps(state))
+        cfg = _cfg(steps=4, batch_positions=64, eval_every=2)
+        train_drafter(model, config, data, heldout, work, cfg, resume=True, out_dir=tmp_path / f"{name}-out")
+        best = json.loads(state_file.read_text())["best"]
+        assert (best["step"] == 0) is kept, (name, best)
+        assert (tmp_path / f"{name}-out").exists() is not kept
+
+
 def _interrupted(model, config, data, work, cfg, stop_after: int) -> None:
     """Run `cfg` but raise KeyboardInterrupt right after the checkpoint at `stop_after`."""
     from redrafter_mlx import training
