@@ -38,6 +38,7 @@ import sys
 import unicodedata
 import zipfile
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 from . import SPLITS
@@ -163,9 +164,10 @@ def _record(category: str, turns: list[str], source: str) -> dict:
 
 
 class _Collector:
-    def __init__(self, guard: EvalGuard):
+    def __init__(self, guard: EvalGuard, taken: Iterable[dict] = ()):
+        """`taken`: records of other splits, whose turns count as duplicates here."""
         self.guard = guard
-        self.seen: set[str] = set()
+        self.seen: set[str] = {normalize(x) for record in taken for x in record["turns"]}
         self.items: list[dict] = []
         self.rejected: Counter = Counter()
 
@@ -300,8 +302,7 @@ def build_train_extra(train: list[dict], scale: int = EXTRA_SCALE) -> list[dict]
     of `train`. Why: the drafter is data-bound (held-out accuracy kept rising with every
     increase in distilled answers), and new slot combinations are new answers to learn
     from. Template-only, so the slot lists' and generators' diversity is all it adds."""
-    col = _Collector(_eval_guard())
-    col.seen.update(normalize(x) for record in train for x in record["turns"])
+    col = _Collector(_eval_guard(), taken=train)
     _draw_templates(col, warn=False, draw="extra:", scale=scale)
     items = col.items
     random.Random(f"{SEED}:extra-shuffle").shuffle(items)
@@ -313,8 +314,7 @@ def build_train_written(earlier: list[dict]) -> list[dict]:
     checked by the leakage guard and against every prompt of `earlier`. Why: more answers to
     the same templates taught the drafter those templates' answers and little else; prompts
     written one at a time, in many shapes, are closer to what users (and the eval set) ask."""
-    col = _Collector(_eval_guard())
-    col.seen.update(normalize(x) for record in earlier for x in record["turns"])
+    col = _Collector(_eval_guard(), taken=earlier)
     lines = (DATA_DIR / WRITTEN_FILE).read_text(encoding="utf-8").splitlines()
     for n, line in enumerate(lines, 1):
         entry = json.loads(line)
