@@ -16,8 +16,8 @@ from redrafter_mlx.loading import DEFAULT_MODEL, load, load_drafter_for
 from .app import app, console, friendly_errors
 from .generate import check_decoding
 from .options import (
-    BeamLengthOpt, BeamWidthOpt, DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt, SeedOpt, SystemPromptOpt,
-    TempOpt, TopKOpt, TopPOpt, VerboseOpt,
+    DEFAULT_SEARCH_WIDTH, BeamLengthOpt, BeamWidthOpt, DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt, SearchWidthOpt,
+    SeedOpt, SystemPromptOpt, TempOpt, TopKOpt, TopPOpt, VerboseOpt,
 )
 
 HELP = "/reset  forget the conversation   /stats  session totals   /help  this text   /quit  leave"
@@ -55,6 +55,7 @@ def chat(
     drafter: DrafterOpt = None,
     beam_width: BeamWidthOpt = 3,
     beam_length: BeamLengthOpt = 5,
+    search_width: SearchWidthOpt = DEFAULT_SEARCH_WIDTH,
     temp: TempOpt = 0.0,
     top_p: TopPOpt = 0.0,
     top_k: TopKOpt = 0,
@@ -74,7 +75,7 @@ def chat(
     session = ChatSession(
         loaded, load_drafter_for(loaded, drafter, dtype_) if mode == "redrafter" else None,
         system_prompt=system_prompt, sampler=make_greedy_or_sampler(temp, top_p, top_k),
-        max_tokens=max_tokens, beam_width=beam_width, beam_length=beam_length,
+        max_tokens=max_tokens, beam_width=beam_width, beam_length=beam_length, search_width=search_width,
     )
     interactive = sys.stdin.isatty()
     if verbose or interactive:

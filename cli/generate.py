@@ -20,12 +20,14 @@ from redrafter_mlx.prompting import encode_prompt
 
 from .app import UsageError, app, console, friendly_errors, print_json
 from .options import (
+    DEFAULT_SEARCH_WIDTH,
     BeamLengthOpt,
     BeamWidthOpt,
     DrafterOpt,
     DTypeOpt,
     MaxTokensOpt,
     ModelOpt,
+    SearchWidthOpt,
     SeedOpt,
     SystemPromptOpt,
     TempOpt,
@@ -135,6 +137,7 @@ def generate(
     drafter: DrafterOpt = None,
     beam_width: BeamWidthOpt = 3,
     beam_length: BeamLengthOpt = 5,
+    search_width: SearchWidthOpt = DEFAULT_SEARCH_WIDTH,
     profile: Annotated[bool, typer.Option("--profile", help="Per-phase timings (evaluates at phase ends).")] = False,
     trace: Annotated[Optional[Path], typer.Option("--trace", help="With --profile: write a Chrome trace JSON.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="One JSON object per prompt on stdout.")] = False,
@@ -163,7 +166,7 @@ def generate(
         mx.reset_peak_memory()
         tokens, text, stats = generate_one(
             loaded, ids, drafter=draft_model, stream=not json_out, max_tokens=max_tokens, sampler=sampler,
-            beam_width=beam_width, beam_length=beam_length, timer=timer,
+            beam_width=beam_width, beam_length=beam_length, search_width=search_width, timer=timer,
         )
         if json_out:
             print_json(record(text_prompt, ids, tokens, text, stats, beam_width * beam_length))

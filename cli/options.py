@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from redrafter_mlx.beam_search import DEFAULT_SEARCH_WIDTH
 from redrafter_mlx.loading import DEFAULT_MODEL
 
 from .app import UsageError
@@ -30,9 +31,13 @@ DrafterOpt = Annotated[
 ]
 BeamWidthOpt = Annotated[int, typer.Option("--beam-width", "-w", help="Beams drafted per step (W).")]
 BeamLengthOpt = Annotated[int, typer.Option("--beam-length", "-l", help="Tokens per beam incl. the guaranteed one (L).")]
+SearchWidthOpt = Annotated[int, typer.Option(
+    "--search-width", "-s", min=1,
+    help="Beams the drafter's beam search keeps; the W verified are the ones that cover the most "
+         "drafter probability (at most W: the paper's beam search, all W verified).")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Print device, dtype and BLAS.")]
 
-__all__ = ["DEFAULT_MODEL"]
+__all__ = ["DEFAULT_MODEL", "DEFAULT_SEARCH_WIDTH"]
 
 
 def parse_sizes(text: str, name: str) -> list[int]:

@@ -17,7 +17,7 @@ from redrafter_mlx.profiling.sweep import grid, plot_all, run_sweep
 
 from .app import app, console, friendly_errors
 from .bench import setup
-from .options import DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt, parse_sizes
+from .options import DEFAULT_SEARCH_WIDTH, DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt, SearchWidthOpt, parse_sizes
 
 
 @app.command()
@@ -32,17 +32,18 @@ def sweep(
     num_prompts: Annotated[int, typer.Option("--num-prompts", "-n", min=1)] = 8,
     max_tokens: MaxTokensOpt = 96,
     dtype: DTypeOpt = None,
+    search_width: SearchWidthOpt = DEFAULT_SEARCH_WIDTH,
 ) -> None:
     """Measure AR once and ReDrafter for every (W, L); resumable (finished cells are kept)."""
     widths, lengths = parse_sizes(beam_widths, "--beam-widths"), parse_sizes(beam_lengths, "--beam-lengths")
     dtype_ = runtime.parse_dtype(dtype)
     loaded, draft_model, prompts = setup(model, drafter, dtype_, prompts_file, num_prompts)
     out.mkdir(parents=True, exist_ok=True)
-    runner.warm_up(loaded, draft_model, widths[0], lengths[0])
+    runner.warm_up(loaded, draft_model, widths[0], lengths[0], search_width)
     ar = runner.run_ours(loaded, None, prompts, max_tokens)
 
     def measure_cell(width: int, length: int) -> dict:
-        r = runner.run_ours(loaded, draft_model, prompts, max_tokens, width, length)
+        r = runner.run_ours(loaded, draft_model, prompts, max_tokens, width, length, search_width=search_width)
         return {"tokens_per_s": r.tokens_per_s, "speedup": r.tokens_per_s / ar.tokens_per_s,
                 "tokens_per_step": r.tokens_per_step,
                 "compression": sum(r.verified) / len(r.verified) / (width * length) if r.verified else 1.0}

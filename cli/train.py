@@ -16,7 +16,7 @@ from redrafter_mlx.data import follow_up_turns
 from redrafter_mlx.loading import DEFAULT_MODEL, load
 
 from .app import UsageError, app, console, friendly_errors
-from .options import DTypeOpt, ModelOpt
+from .options import DEFAULT_SEARCH_WIDTH, DTypeOpt, ModelOpt, SearchWidthOpt
 
 WORK = "training"  # OUT/training/: distillation data, hidden-state cache, checkpoint, log
 
@@ -87,6 +87,7 @@ def train(
     eval_max_tokens: Annotated[int, typer.Option("--eval-max-tokens", min=1, help="Tokens per answer in the evals' held-out replay and decoding.")] = 64,
     beam_width: Annotated[int, typer.Option("--beam-width", "-W", min=1)] = 4,
     beam_length: Annotated[int, typer.Option("--beam-length", "-L", min=1)] = 5,
+    search_width: SearchWidthOpt = DEFAULT_SEARCH_WIDTH,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     dtype: DTypeOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run in OUT.")] = False,
@@ -114,7 +115,7 @@ def train(
         token_subset_size=token_subset or None, predict=predict, soft_targets=soft_targets, lr=lr, warmup_steps=warmup_steps,
         batch_positions=batch_positions, grad_accum=grad_accum, steps=steps, epochs=epochs,
         eval_every=eval_every, checkpoint_every=eval_every, eval_prompts=eval_prompts, eval_max_tokens=eval_max_tokens,
-        beam_width=beam_width, beam_length=beam_length, seed=seed,
+        beam_width=beam_width, beam_length=beam_length, search_width=search_width, seed=seed,
     )
     loaded = load(model, runtime.parse_dtype(dtype))
     (work / "run.json").write_text(json.dumps({"model": model, "config": cfg.__dict__}, indent=1) + "\n")

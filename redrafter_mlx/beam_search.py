@@ -20,6 +20,15 @@ Differences that do not change the result:
 - The W survivors come out sorted by descending score (like the PyTorch reference's topk;
   the MLX reference leaves them in argpartition order).
 
+Wider search, W verified (our extension; `search_width` S > W): the search keeps S beams
+and the W verified are those that `choose_candidates` picks to maximise the expected
+number of accepted tokens. The paper's W best-scoring beams often share their first tokens;
+verifying the second-likeliest first token instead of a fourth variant of a deep suffix
+accepts more with a tree of the same shape (W beams of length L; it shares fewer prefixes,
+so it packs a few more tokens). S <= W is the paper's search exactly. Acceptance
+stays exact (greedy and sampled): the candidates are still a deterministic function of the
+context, which is all `acceptance.py` needs.
+
 Ties: candidates with equal scores are ordered by `mx.argsort` of the negated scores (lower
 flat index, i.e. lower parent beam, first in MLX 0.32). With real-valued logits exact ties
 are measure-zero, except among filler beams (below), whose tied parents are identical, so
@@ -33,7 +42,7 @@ LOG_0 / 2 (detectable), are displaced by real candidates at step 2 whenever
 beam_width <= top_k ** 2, and cost nothing extra after prefix de-duplication.
 
 Everything is lazy (no host reads, no branching on array values) and shapes depend only on
-(batch, W, L, top_k), so `compile_beam_search` can hand it to `mx.compile`.
+(batch, W, S, L, top_k), so `compile_beam_search` can hand it to `mx.compile`.
 """
 
 from __future__ import annotations
@@ -46,6 +55,9 @@ import mlx.core as mx
 from .drafter import Drafter, Embedding, embed_tokens
 
 LOG_0 = -50000.0  # the reference's log(0): finite, so filler beams still sort and add up
+# Beams the decoders' search keeps by default, to verify the W best-covering of them
+# (`choose_candidates`): measured on the eval prompts, see the README.
+DEFAULT_SEARCH_WIDTH = 16
 
 
 def top_k_log_probs(logits: mx.array, top_k: int) -> tuple[mx.array, mx.array]:
@@ -69,28 +81,55 @@ def initial_scores(beam_width: int) -> mx.array:
 def _grow(
     drafter: Drafter,
     beams: mx.array,
-    scores: mx.array,
+    history: mx.array,
     states: mx.array,
     log_probs: mx.array,
     head_ids: mx.array,
 ) -> tuple[mx.array, mx.array, mx.array]:
     """Keep the W best one-token extensions of the W beams.
 
-    beams: (B, W, t) int32, scores: (B, W) float32, states: (B, W or 1, hidden),
+    beams: (B, W, t) int32; history: (B, W, t) float32, the score of every prefix of every
+    beam (history[..., -1] is the beam's score); states: (B, W or 1, hidden);
     log_probs, head_ids: (B, W or 1, k) (a 1 broadcasts: all beams identical).
-    Returns beams (B, W, t + 1), scores (B, W), states (B, W, hidden) of the parents.
+    Returns beams and history (B, W, t + 1) and the states (B, W, hidden) of the parents.
     """
-    batch, width = scores.shape
+    batch, width, _ = history.shape
     k = log_probs.shape[-1]
-    candidates = (scores[..., None] + log_probs).reshape(batch, width * k)
+    candidates = (history[..., -1:] + log_probs).reshape(batch, width * k)
     best = mx.argsort(-candidates, axis=-1)[:, :width]  # (B, W) flat (parent, slot) index
     parents = (best // k)[..., None]  # (B, W, 1)
     flat_ids = mx.broadcast_to(head_ids, (batch, width, k)).reshape(batch, width * k)
     tokens = drafter.vocab_ids(mx.take_along_axis(flat_ids, best, axis=-1))
     beams = mx.concatenate([mx.take_along_axis(beams, parents, axis=1), tokens[..., None]], axis=-1)
-    states = mx.broadcast_to(states, (batch, width, states.shape[-1]))
     scores = mx.take_along_axis(candidates, best, axis=-1)
-    return beams, scores, mx.take_along_axis(states, parents, axis=1)
+    history = mx.concatenate([mx.take_along_axis(history, parents, axis=1), scores[..., None]], axis=-1)
+    states = mx.broadcast_to(states, (batch, width, states.shape[-1]))
+    return beams, history, mx.take_along_axis(states, parents, axis=1)
+
+
+def choose_candidates(beams: mx.array, history: mx.array, count: int) -> mx.array:
+    """Indices (B, count) of the beams to verify: greedily, the beam whose prefixes not yet
+    in the tree have the largest summed drafter probability.
+
+    Greedy verification accepts d drafted tokens exactly when the tree holds the answer's
+    next d tokens as a prefix, so the expected accepted length is the summed probability
+    of the tree's drafted prefixes. The `count` best-scoring beams often share their first
+    tokens, which leaves the second-likeliest next token unverified; this choice covers it
+    when it is worth more than a fourth variant of a deep suffix. Greedy maximum coverage
+    (the gain of a beam only shrinks as others are chosen) is within 1 - 1/e of the best
+    set. beams, history: (B, S, L) from the beam search, S >= count.
+    """
+    drafted = beams[..., 1:]
+    probs = mx.exp(history[..., 1:])  # filler beams (scores near LOG_0) weigh 0
+    # shared[b, i, j, d]: beams i and j hold the same first d + 1 drafted tokens
+    shared = mx.cumprod((drafted[:, :, None] == drafted[:, None]).astype(mx.int32), axis=-1) > 0
+    covered = mx.zeros(probs.shape, dtype=mx.bool_)
+    picks = []
+    for _ in range(count):
+        pick = mx.argmax(mx.where(covered, 0.0, probs).sum(axis=-1), axis=-1)  # (B,)
+        picks.append(pick)
+        covered = covered | mx.take_along_axis(shared, pick[:, None, None, None], axis=1)[:, 0]
+    return mx.stack(picks, axis=-1)
 
 
 def beam_search(
@@ -101,6 +140,7 @@ def beam_search(
     beam_width: int,
     beam_length: int,
     top_k: int = 50,
+    search_width: int | None = None,
 ) -> tuple[mx.array, mx.array]:
     """Draft beam_width candidate continuations with the drafter.
 
@@ -108,32 +148,40 @@ def beam_search(
     module) used for the drafter's token inputs (and its head when tied).
     hidden: (hidden,) or (B, hidden), the LLM's last hidden state.
     guaranteed_token: () or (B,) int, the LLM's next token (first token of every beam).
+    search_width: beams the search keeps, S (None or at most W: W, the paper's beam search).
+    When S > W, the W beams returned are the ones `choose_candidates` picks among the S.
     Returns beams (W, L) or (B, W, L) int32 (full-vocabulary ids, beams[..., 0] is the
     guaranteed token) and scores (W,) or (B, W) float32, the beams' summed drafter
-    log-probs (top-k warped), best first.
+    log-probs (top-k warped): best first when S = W, in the order chosen otherwise.
     """
-    if beam_width < 1 or beam_length < 1 or top_k < 1:
+    if min(beam_width, beam_length, top_k) < 1:
         raise ValueError(
             f"need beam_width, beam_length, top_k >= 1, got {beam_width}, {beam_length}, {top_k}"
         )
+    search_width = max(search_width or 0, beam_width)
     batched = hidden.ndim == 2
     context = (hidden if batched else hidden[None])[:, None, :]  # (B, 1, hidden)
     batch = context.shape[0]
     first = guaranteed_token.reshape(batch, 1).astype(mx.int32)  # (B, 1)
 
-    beams = mx.broadcast_to(first[:, None, :], (batch, beam_width, 1))
-    scores = mx.broadcast_to(initial_scores(beam_width), (batch, beam_width))
+    beams = mx.broadcast_to(first[:, None, :], (batch, search_width, 1))
+    history = mx.broadcast_to(initial_scores(search_width)[:, None], (batch, search_width, 1))
     table = drafter.head_table(embedding)
     # (B, 1, hidden): the beams are identical until the first selection, so the first step
-    # runs the drafter once; _grow broadcasts it to the W beams.
+    # runs the drafter once; _grow broadcasts it to the S beams.
     states = drafter.init_state((batch, 1), dtype=hidden.dtype)
     last_tokens = first
     for _ in range(beam_length - 1):
         states = drafter.update_state(states, embed_tokens(embedding, last_tokens))
         features = drafter.features(mx.broadcast_to(context, states.shape), states)
         log_probs, head_ids = top_k_log_probs(drafter.head_logits(features, table), top_k)
-        beams, scores, states = _grow(drafter, beams, scores, states, log_probs, head_ids)
+        beams, history, states = _grow(drafter, beams, history, states, log_probs, head_ids)
         last_tokens = beams[..., -1]
+    if search_width > beam_width:
+        chosen = choose_candidates(beams, history, beam_width)[..., None]
+        beams = mx.take_along_axis(beams, chosen, axis=1)
+        history = mx.take_along_axis(history, chosen, axis=1)
+    scores = history[..., -1]
     return (beams, scores) if batched else (beams[0], scores[0])
 
 
@@ -143,6 +191,7 @@ def compile_beam_search(
     beam_width: int,
     beam_length: int,
     top_k: int = 50,
+    search_width: int | None = None,
 ) -> Callable[[mx.array, mx.array], tuple[mx.array, mx.array]]:
     """`beam_search` with the drafter, embedding and beam shape fixed, under `mx.compile`.
 
@@ -151,7 +200,7 @@ def compile_beam_search(
     the compiled graph: build a new function after changing them.
     """
     search = partial(
-        beam_search, drafter, embedding,
-        beam_width=beam_width, beam_length=beam_length, top_k=top_k,
+        beam_search, drafter, embedding, beam_width=beam_width, beam_length=beam_length,
+        top_k=top_k, search_width=search_width,
     )
     return mx.compile(search)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from .beam_search import DEFAULT_SEARCH_WIDTH
 from .decoding import Sampler, Step, generate
 from .drafter import Drafter
 from .loading import LoadedModel
@@ -28,11 +29,13 @@ class ChatSession:
         max_tokens: int = 512,
         beam_width: int = 3,
         beam_length: int = 5,
+        search_width: int | None = DEFAULT_SEARCH_WIDTH,
     ):
         self.loaded, self.drafter = loaded, drafter
         self.system_prompt = system_prompt
         self.options = {"sampler": sampler, "max_tokens": max_tokens,
-                        "beam_width": beam_width, "beam_length": beam_length}
+                        "beam_width": beam_width, "beam_length": beam_length,
+                        "search_width": search_width}
         self.reset()
 
     def reset(self) -> None:

@@ -16,7 +16,7 @@ import mlx.core as mx
 from mlx_lm.sample_utils import make_sampler
 
 from .acceptance import accept
-from .beam_search import beam_search
+from .beam_search import DEFAULT_SEARCH_WIDTH, beam_search
 from .cache import KVCache
 from .drafter import Drafter
 from .models.llama import Model
@@ -168,12 +168,14 @@ def generate_redrafter(
     eos_ids: set[int] | frozenset[int] = frozenset(),
     cache: KVCache | None = None,
     top_k: int = 50,
+    search_width: int | None = DEFAULT_SEARCH_WIDTH,
     timer: PhaseTimer | None = None,
 ) -> Iterator[Step]:
     """ReDrafter decoding (paper Sec. 3.4): every step emits 1..beam_length tokens.
 
     Each step: (1) the guaranteed token and hidden state come from the previous step;
-    (2) the drafter beam-searches W x L candidates; (3) the unique prefixes are packed and
+    (2) the drafter beam-searches W x L candidates (keeping `search_width` beams and
+    verifying the W that cover the most probability, `beam_search`); (3) the unique prefixes are packed and
     verified in ONE forward pass with a tree mask; (4) the longest accepted prefix is kept
     and the cache compacted to it. The only host read per step fetches the accepted tokens
     together with the next tree's packed length. Same interface and cache contract as
@@ -192,7 +194,8 @@ def generate_redrafter(
     before = dict(timer.totals)
 
     def draft(hidden: mx.array, token: mx.array):
-        beams, _ = beam_search(drafter, model.embedding, hidden, token, beam_width, beam_length, top_k)
+        beams, _ = beam_search(drafter, model.embedding, hidden, token, beam_width, beam_length, top_k,
+                               search_width)
         layout = tree_layout(beams)
         timer.mark("draft", beams, layout.unpack_index)
         return beams, layout
@@ -253,6 +256,7 @@ def generate(
     drafter: Drafter | None = None,
     beam_width: int = 3,
     beam_length: int = 5,
+    search_width: int | None = DEFAULT_SEARCH_WIDTH,
     timer: PhaseTimer | None = None,
     **options,
 ) -> Iterator[Step]:
@@ -263,5 +267,6 @@ def generate(
     if drafter is None:
         return generate_ar(model, prompt, **options)
     return generate_redrafter(
-        model, drafter, prompt, beam_width=beam_width, beam_length=beam_length, timer=timer, **options
+        model, drafter, prompt, beam_width=beam_width, beam_length=beam_length,
+        search_width=search_width, timer=timer, **options
     )

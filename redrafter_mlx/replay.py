@@ -22,7 +22,7 @@ import mlx.core as mx
 import numpy as np
 from mlx import nn
 
-from .beam_search import beam_search
+from .beam_search import DEFAULT_SEARCH_WIDTH, beam_search
 from .distill import generate_with_hidden
 from .drafter import Drafter, Embedding
 
@@ -57,13 +57,14 @@ def replay(
     beam_width: int = 4,
     beam_length: int = 5,
     top_k: int = 50,
+    search_width: int | None = DEFAULT_SEARCH_WIDTH,
     max_tokens: int | None = None,
 ) -> ReplayResult:
     """Greedy ReDrafter steps over `answers`, each (tokens (R,), hidden (R, D)): hidden[i]
     is the LLM's final-norm state that produced tokens[i] (`HiddenStore` layout), tokens
     the greedy answer (ending with EOS when the model stopped). Steps stop once
     `max_tokens` tokens are out, like decoding's limit; the last step may accept drafts
-    beyond it, as in decoding, when the answer is longer."""
+    beyond it, as in decoding, when the answer is longer. `search_width`: as in `beam_search`."""
     answers = [(np.asarray(t), np.asarray(h)) for t, h in answers if len(t)]
     limit = max_tokens or max((len(t) for t, _ in answers), default=0)
     position = np.zeros(len(answers), dtype=np.int64)  # index of each answer's guaranteed token
@@ -73,7 +74,7 @@ def replay(
     while (active := np.nonzero(position < ends)[0]).size:
         hidden = mx.array(np.stack([answers[i][1][position[i]] for i in active]))
         guaranteed = mx.array(np.array([answers[i][0][position[i]] for i in active], dtype=np.int32))
-        beams, _ = beam_search(drafter, embedding, hidden, guaranteed, beam_width, beam_length, top_k)
+        beams, _ = beam_search(drafter, embedding, hidden, guaranteed, beam_width, beam_length, top_k, search_width)
         targets = np.zeros((len(active), width), dtype=np.int64)
         lengths = np.zeros(len(active), dtype=np.int64)
         for row, i in enumerate(active):

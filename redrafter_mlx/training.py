@@ -49,6 +49,7 @@ from mlx import nn
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
 from . import fastmath, runtime
+from .beam_search import DEFAULT_SEARCH_WIDTH
 from .distill import DistillRecord, HiddenStore, read_distill_file
 from .progress import start_progress
 from .replay import replay
@@ -101,6 +102,7 @@ class TrainConfig:
     eval_max_tokens: int = 64
     beam_width: int = 4
     beam_length: int = 5
+    search_width: int = DEFAULT_SEARCH_WIDTH
     seed: int = 0
     save_dtype: str = "float16"  # dtype of the shipped weights (loaded back as float32)
 
@@ -403,7 +405,8 @@ def accuracy(
 
 def decode_eval(
     model: nn.Module, drafter: Drafter, prompts: Sequence[list[int]], *, beam_width: int = 4,
-    beam_length: int = 5, max_tokens: int = 128, eos_ids: frozenset[int] | set[int] = frozenset(),
+    beam_length: int = 5, search_width: int | None = DEFAULT_SEARCH_WIDTH, max_tokens: int = 128,
+    eos_ids: frozenset[int] | set[int] = frozenset(),
 ) -> dict[str, float]:
     """Greedy ReDrafter decoding of the prompts: tokens/step, compression, time per step."""
     from .decoding import generate_redrafter
@@ -412,8 +415,8 @@ def decode_eval(
     seconds = 0.0
     for ids in prompts:
         last = None
-        for step in generate_redrafter(model, drafter, ids, beam_width=beam_width,
-                                       beam_length=beam_length, max_tokens=max_tokens, eos_ids=eos_ids):
+        for step in generate_redrafter(model, drafter, ids, beam_width=beam_width, beam_length=beam_length,
+                                       search_width=search_width, max_tokens=max_tokens, eos_ids=eos_ids):
             last = step.stats
         if last is None:
             continue
@@ -553,7 +556,8 @@ def train_drafter(
     # What an eval score depends on: scores measured on another held-out set are not comparable.
     eval_set = {"heldout_positions": len(heldout_data[0]), "heldout_answers": len(heldout_answers),
                 "eval_prompts": min(cfg.eval_prompts, len(eval_prompt_ids)), "beam_width": cfg.beam_width,
-                "beam_length": cfg.beam_length, "eval_max_tokens": cfg.eval_max_tokens}
+                "beam_length": cfg.beam_length, "search_width": cfg.search_width,
+                "eval_max_tokens": cfg.eval_max_tokens}
     state: dict[str, Any] = {"step": 0, "history": [], "best": None, "config": asdict(cfg),
                              "total_steps": total_steps, "eval_set": eval_set}
     if resume and (ckpt / STATE_FILE).exists():
@@ -592,11 +596,12 @@ def train_drafter(
             entry |= accuracy(drafter, embedding, heldout_data[0], heldout_data[1], predict)
         if heldout_answers:
             entry["replay_tokens_per_step"] = replay(
-                drafter, embedding, heldout_answers, beam_width=cfg.beam_width,
-                beam_length=cfg.beam_length, max_tokens=cfg.eval_max_tokens).tokens_per_step
+                drafter, embedding, heldout_answers, beam_width=cfg.beam_width, beam_length=cfg.beam_length,
+                search_width=cfg.search_width, max_tokens=cfg.eval_max_tokens).tokens_per_step
         if eval_prompt_ids and cfg.eval_prompts:
             entry |= decode_eval(model, drafter, list(eval_prompt_ids)[: cfg.eval_prompts],
                                  beam_width=cfg.beam_width, beam_length=cfg.beam_length,
+                                 search_width=cfg.search_width,
                                  max_tokens=cfg.eval_max_tokens, eos_ids=eos_ids)
         return entry
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from mlx.utils import tree_flatten, tree_unflatten
 
-from redrafter_mlx.beam_search import LOG_0, beam_search, compile_beam_search
+from redrafter_mlx.beam_search import LOG_0, beam_search, choose_candidates, compile_beam_search
 from redrafter_mlx.drafter import Drafter, DrafterConfig
 
 VOCAB, HIDDEN = 64, 16
@@ -110,8 +110,9 @@ def reference_beam_search(model: NumpyDrafter, h, g, width, length, top_k):
     return np.array(beams), np.array(scores)
 
 
-def run(drafter, embedding, h, g, width, length, top_k=50):
-    beams, scores = beam_search(drafter, mx.array(embedding), mx.array(h), mx.array(g), width, length, top_k)
+def run(drafter, embedding, h, g, width, length, top_k=50, search_width=None):
+    beams, scores = beam_search(drafter, mx.array(embedding), mx.array(h), mx.array(g), width, length, top_k,
+                                search_width)
     return np.array(beams), np.array(scores)
 
 
@@ -219,3 +220,74 @@ def test_invalid_shape_arguments_raise():
     drafter, embedding = random_drafter(0, num_draft_layers=1, rnn=True)
     with pytest.raises(ValueError, match="beam_width"):
         run(drafter, embedding, np.zeros(HIDDEN, np.float32), 0, 0, 3)
+
+
+def prefix_log_probs(model: NumpyDrafter, h, beam, top_k=50) -> list[float]:
+    """Summed warped drafter log-probs of beam[:2], beam[:3], ... (the reference's own pass)."""
+    state, total, out = np.zeros(HIDDEN), 0.0, []
+    inverse = {int(t): i for i, t in enumerate(model.token_ids)}
+    for prev, token in zip(beam[:-1], beam[1:]):
+        state = model.update_state(state, prev)
+        total += warped_log_softmax(model.logits(h, state), top_k)[inverse[int(token)]]
+        out.append(total)
+    return out
+
+
+def reference_choice(beams: list[list[int]], prefix_probs: list[list[float]], count: int) -> list[int]:
+    """Greedy maximum coverage with Python sets: each pick is the beam whose drafted
+    prefixes not yet chosen carry the most probability (the first such beam on ties)."""
+    chosen, covered = [], set()
+    for _ in range(count):
+        gains = [sum(p for d, p in enumerate(probs) if tuple(beam[1 : d + 2]) not in covered)
+                 for beam, probs in zip(beams, prefix_probs)]
+        best = gains.index(max(gains))
+        chosen.append(best)
+        covered |= {tuple(beams[best][1 : d + 2]) for d in range(len(beams[best]) - 1)}
+    return chosen
+
+
+def test_choice_covers_the_second_likeliest_first_token():
+    """Hand-computed: the 3 best-scoring beams all start with token 1 (p = 0.6), so they
+    verify 0.6 + 0.24 + 0.21 + 0.15 = 1.20 expected drafted tokens. Replacing the third by
+    the beam through token 2 (p = 0.35) verifies 0.6 + 0.24 + 0.21 + 0.35 + 0.105 = 1.505."""
+    beams = mx.array([[[9, 1, 3], [9, 1, 4], [9, 1, 5], [9, 2, 6]]], dtype=mx.int32)
+    probs = [[0.6, 0.24], [0.6, 0.21], [0.6, 0.15], [0.35, 0.105]]
+    history = mx.array([[[0.0, *np.log(p)] for p in probs]], dtype=mx.float32)
+    assert np.array(choose_candidates(beams, history, 3)).tolist() == [[0, 3, 1]]
+
+
+@pytest.mark.parametrize("variant", ["rnn", "trimmed", "tied"])
+def test_wide_search_verifies_the_best_covering_beams(variant):
+    """search_width S > W: the W beams are the reference's greedy coverage choice among
+    the reference's S-beam search, with those beams' scores."""
+    drafter, embedding = random_drafter(11, **VARIANTS[variant])
+    model = NumpyDrafter(drafter, embedding)
+    for seed in range(3):
+        h = np.random.default_rng(seed).normal(0, 1, HIDDEN).astype(np.float32)
+        for width, search_width, length in [(1, 6, 4), (3, 8, 5), (4, 16, 3)]:
+            wide, wide_scores = reference_beam_search(model, h, 7, search_width, length, 50)
+            probs = [np.exp(prefix_log_probs(model, h, beam)) for beam in wide.tolist()]
+            chosen = reference_choice(wide.tolist(), probs, width)
+            beams, scores = run(drafter, embedding, h, 7, width, length, search_width=search_width)
+            where = f"{variant} seed={seed} W={width} S={search_width} L={length}"
+            np.testing.assert_array_equal(beams, wide[chosen], err_msg=where)
+            np.testing.assert_allclose(scores, wide_scores[chosen], atol=1e-4, rtol=0, err_msg=where)
+
+
+def test_search_width_at_most_beam_width_is_the_papers_search():
+    drafter, embedding = random_drafter(12, num_draft_layers=1, rnn=True)
+    h = np.random.default_rng(13).normal(0, 1, HIDDEN).astype(np.float32)
+    paper = run(drafter, embedding, h, 3, 3, 5)
+    for search_width in (1, 3):
+        for got, want in zip(run(drafter, embedding, h, 3, 3, 5, search_width=search_width), paper):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_compiled_wide_search_equals_eager():
+    drafter, embedding = random_drafter(14, num_draft_layers=1, rnn=True, token_subset_size=40)
+    search = compile_beam_search(drafter, mx.array(embedding), beam_width=3, beam_length=4, search_width=8)
+    h = np.random.default_rng(15).normal(0, 1, (2, HIDDEN)).astype(np.float32)
+    beams, scores = search(mx.array(h), mx.array([5, 6]))
+    ref_beams, ref_scores = run(drafter, embedding, h, np.array([5, 6], np.int32), 3, 4, search_width=8)
+    np.testing.assert_array_equal(np.array(beams), ref_beams)
+    np.testing.assert_allclose(np.array(scores), ref_scores, atol=1e-5)

@@ -98,6 +98,7 @@ def test_info_reports_fast_blas_after_reexec():
         (["generate", "-p", "hi", "-M", "llama-99b"], 1, "alias"),
         (["generate", "-p", "hi", "--mode", "ar", "-M", "vicuna-7b"], 1, "lmsys/vicuna-7b-v1.3"),
         (["generate", "-p", "hi", "-w", "0"], 2, "--beam-width"),
+        (["chat", "-s", "0"], 2, "--search-width"),
         (["generate", "-p", "hi", "--mode", "fast"], 2, "--mode"),
         (["generate", "-p", "hi", "--dtype", "float64", "--mode", "ar"], 1, "dtype"),
         (["generate", "-p", "hi", "-d", "./no/such/drafter"], 1, "not found"),
@@ -180,12 +181,13 @@ def test_bench_runs_all_three_decoders_on_the_same_prompts(tmp_path, write_tiny_
 
     model = write_tiny_folder(tmp_path / "model")
     drafter = save_drafter(random_drafter(49152, 64, tied=True), tmp_path / "drafter")
-    result = invoke("bench", "-M", str(model), "-d", str(drafter), "-w", "2", "-l", "3", "-n", "3", "-m", "12",
-                    "--json")
+    result = invoke("bench", "-M", str(model), "-d", str(drafter), "-w", "2", "-l", "3", "-s", "5", "-n", "3",
+                    "-m", "12", "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout.splitlines()[-1])
     names = [m["name"] for m in report["methods"]]
     assert names == ["mlx-lm AR", "AR (ours)", "ReDrafter"] and report["prompts"] == 3
+    assert report["search_width"] == 5
     for m in report["methods"]:
         assert m["identical_to_ar"], m["name"]
         assert m["tokens_per_s"] > 0 and m["peak_memory_gb"] > 0 and m["num_tokens"] > 0
@@ -193,8 +195,8 @@ def test_bench_runs_all_three_decoders_on_the_same_prompts(tmp_path, write_tiny_
     assert 1.0 <= redrafter["tokens_per_step"] <= 3.0
     assert 0 < redrafter["compression"] <= 1.0
     assert report["methods"][0]["speedup_vs_first"] == 1.0
-    replayed = invoke("bench", "-M", str(model), "-d", str(drafter), "-w", "2", "-l", "3", "-n", "3", "-m", "12",
-                      "--json", "--replay")
+    replayed = invoke("bench", "-M", str(model), "-d", str(drafter), "-w", "2", "-l", "3", "-s", "5", "-n", "3",
+                      "-m", "12", "--json", "--replay")
     assert replayed.exit_code == 0, replayed.output
     counted = json.loads(replayed.stdout.splitlines()[-1])
     assert (counted["tokens_per_step"], counted["steps"]) == (redrafter["tokens_per_step"], redrafter["steps"])

@@ -73,16 +73,17 @@ def test_greedy_redrafter_matches_autoregressive_with_random_drafter(embedded, e
         assert all(n <= 1 + beam_width * (beam_length - 1) for n in stats.verified_tokens)
 
 
+@pytest.mark.parametrize("search_width", [None, 16])  # the paper's beam search; choosing W of 16
 @pytest.mark.parametrize("beam_width, beam_length", [(1, 5), (3, 5), (4, 3), (8, 2)])
 def test_greedy_redrafter_matches_autoregressive_with_the_shipped_drafter(
-    embedded, embedded_runs, beam_width, beam_length
+    embedded, embedded_runs, beam_width, beam_length, search_width
 ):
     drafter = load_drafter_for(embedded, None)  # the trained drafter shipped for this model
     accepted = []
     for ids, expected, reason in embedded_runs:
         tokens, stats = collect(
             generate_redrafter(embedded.model, drafter, ids, beam_width=beam_width, beam_length=beam_length,
-                               max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids)
+                               search_width=search_width, max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids)
         )
         assert tokens == expected and stats.finish_reason == reason
         accepted += stats.accepted_per_step
@@ -96,7 +97,7 @@ def oracle_search(answer: list[int]):
     """
     calls = []
 
-    def search(drafter, embedding, hidden, token, width, length, top_k=50):
+    def search(drafter, embedding, hidden, token, width, length, top_k=50, search_width=None):
         start = len(calls) * length
         calls.append(start)
         future = (answer + [0] * (start + length))[start : start + length]
