@@ -65,7 +65,7 @@ def bench(
     dtype_ = runtime.parse_dtype(dtype)
     if verify_cost is not None:
         return show_verify_cost(model, dtype_, parse_sizes(verify_cost, "--verify-cost"), json_out)
-    check_decoding("redrafter", beam_width, beam_length)
+    check_decoding("redrafter", beam_width, beam_length, search_width)
     loaded, draft_model, prompts = setup(model, drafter, dtype_, prompts_file, num_prompts)
     if replay_only:
         return show_replay(loaded, draft_model, prompts, beam_width, beam_length, search_width, max_tokens,

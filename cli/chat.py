@@ -67,7 +67,7 @@ def chat(
     verbose: VerboseOpt = False,
 ) -> None:
     """Chat with a model; with piped stdin, answer one prompt per line."""
-    check_decoding(mode, beam_width, beam_length)
+    check_decoding(mode, beam_width, beam_length, search_width)
     dtype_ = runtime.parse_dtype(dtype)
     if seed is not None:
         mx.random.seed(seed)

@@ -109,12 +109,13 @@ def generate_one(
     return tokens, detokenizer.text, stats
 
 
-def check_decoding(mode: str, beam_width: int, beam_length: int) -> None:
+def check_decoding(mode: str, beam_width: int, beam_length: int, search_width: int) -> None:
     """Reject an unknown mode or an empty beam before anything is loaded."""
     if mode not in MODES:
         raise UsageError(f"--mode must be one of {', '.join(MODES)}")
-    if beam_width < 1 or beam_length < 1:
-        raise UsageError(f"--beam-width and --beam-length must be >= 1 (got {beam_width} and {beam_length})")
+    if min(beam_width, beam_length, search_width) < 1:
+        raise UsageError(f"--beam-width, --beam-length and --search-width must be >= 1 "
+                         f"(got {beam_width}, {beam_length} and {search_width})")
 
 
 @app.command()
@@ -144,7 +145,7 @@ def generate(
     verbose: VerboseOpt = False,
 ) -> None:
     """Generate text for one prompt or a file of prompts."""
-    check_decoding(mode, beam_width, beam_length)
+    check_decoding(mode, beam_width, beam_length, search_width)
     prompts = read_prompts(prompt, prompts_file)
     dtype_ = runtime.parse_dtype(dtype)
     if verbose:

@@ -32,7 +32,7 @@ DrafterOpt = Annotated[
 BeamWidthOpt = Annotated[int, typer.Option("--beam-width", "-w", help="Beams drafted per step (W).")]
 BeamLengthOpt = Annotated[int, typer.Option("--beam-length", "-l", help="Tokens per beam incl. the guaranteed one (L).")]
 SearchWidthOpt = Annotated[int, typer.Option(
-    "--search-width", "-s", min=1,
+    "--search-width", "-s",
     help="Beams the drafter's beam search keeps; the W verified are the ones that cover the most "
          "drafter probability (at most W: the paper's beam search, all W verified).")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Print device, dtype and BLAS.")]

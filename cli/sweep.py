@@ -17,6 +17,7 @@ from redrafter_mlx.profiling.sweep import grid, plot_all, run_sweep
 
 from .app import app, console, friendly_errors
 from .bench import setup
+from .generate import check_decoding
 from .options import DEFAULT_SEARCH_WIDTH, DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt, SearchWidthOpt, parse_sizes
 
 
@@ -36,6 +37,7 @@ def sweep(
 ) -> None:
     """Measure AR once and ReDrafter for every (W, L); resumable (finished cells are kept)."""
     widths, lengths = parse_sizes(beam_widths, "--beam-widths"), parse_sizes(beam_lengths, "--beam-lengths")
+    check_decoding("redrafter", widths[0], lengths[0], search_width)
     dtype_ = runtime.parse_dtype(dtype)
     loaded, draft_model, prompts = setup(model, drafter, dtype_, prompts_file, num_prompts)
     out.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ from redrafter_mlx.data import follow_up_turns
 from redrafter_mlx.loading import DEFAULT_MODEL, load
 
 from .app import UsageError, app, console, friendly_errors
-from .options import DEFAULT_SEARCH_WIDTH, DTypeOpt, ModelOpt, SearchWidthOpt
+from .options import DEFAULT_SEARCH_WIDTH, DTypeOpt, ModelOpt
 
 WORK = "training"  # OUT/training/: distillation data, hidden-state cache, checkpoint, log
 
@@ -87,7 +87,7 @@ def train(
     eval_max_tokens: Annotated[int, typer.Option("--eval-max-tokens", min=1, help="Tokens per answer in the evals' held-out replay and decoding.")] = 64,
     beam_width: Annotated[int, typer.Option("--beam-width", "-W", min=1)] = 4,
     beam_length: Annotated[int, typer.Option("--beam-length", "-L", min=1)] = 5,
-    search_width: SearchWidthOpt = DEFAULT_SEARCH_WIDTH,
+    search_width: Annotated[int, typer.Option("--search-width", "-S", min=1, help="Beams the evals' search keeps (see `redrafter generate --help`).")] = DEFAULT_SEARCH_WIDTH,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     dtype: DTypeOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run in OUT.")] = False,

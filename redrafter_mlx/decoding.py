@@ -174,12 +174,12 @@ def generate_redrafter(
     """ReDrafter decoding (paper Sec. 3.4): every step emits 1..beam_length tokens.
 
     Each step: (1) the guaranteed token and hidden state come from the previous step;
-    (2) the drafter beam-searches W x L candidates (keeping `search_width` beams and
-    verifying the W that cover the most probability, `beam_search`); (3) the unique prefixes are packed and
-    verified in ONE forward pass with a tree mask; (4) the longest accepted prefix is kept
-    and the cache compacted to it. The only host read per step fetches the accepted tokens
-    together with the next tree's packed length. Same interface and cache contract as
-    `generate_ar`.
+    (2) the drafter beam-searches W x L candidates (keeping `search_width` beams, of which
+    the W that cover the most drafter probability are verified: `beam_search`); (3) the
+    unique prefixes are packed and verified in ONE forward pass with a tree mask; (4) the
+    longest accepted prefix is kept and the cache compacted to it. The only host read per
+    step fetches the accepted tokens together with the next tree's packed length. Same
+    interface and cache contract as `generate_ar`.
     """
     if beam_width < 1 or beam_length < 1:
         raise ValueError(f"beam width and length must be >= 1, got {beam_width} and {beam_length}")
