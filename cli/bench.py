@@ -22,7 +22,7 @@ from .app import app, console, friendly_errors, print_json
 from .generate import check_decoding, read_prompts
 from .options import (
     DEFAULT_SEARCH_WIDTH, BeamLengthOpt, BeamWidthOpt, DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt, SearchWidthOpt,
-    parse_sizes,
+    LookupOpt, parse_sizes,
 )
 
 
@@ -45,6 +45,7 @@ def bench(
     beam_width: BeamWidthOpt = 3,
     beam_length: BeamLengthOpt = 5,
     search_width: SearchWidthOpt = DEFAULT_SEARCH_WIDTH,
+    lookup: LookupOpt = True,
     prompts_file: Annotated[
         Optional[Path], typer.Option("--prompts-file", help="JSON lines with 'prompt' (default: held-out eval set).")
     ] = None,
@@ -68,21 +69,21 @@ def bench(
     check_decoding("redrafter", beam_width, beam_length, search_width)
     loaded, draft_model, prompts = setup(model, drafter, dtype_, prompts_file, num_prompts)
     if replay_only:
-        return show_replay(loaded, draft_model, prompts, beam_width, beam_length, search_width, max_tokens,
-                           json_out, {"model": model, "runtime": runtime.describe(dtype_)})
+        return show_replay(loaded, draft_model, prompts, beam_width, beam_length, search_width, lookup,
+                           max_tokens, json_out, {"model": model, "runtime": runtime.describe(dtype_)})
     console.print(f"[dim]{runtime.describe(dtype_)}; {len(prompts)} prompts, {max_tokens} max tokens, "
-                  f"W={beam_width} L={beam_length} S={search_width}[/dim]")
-    runner.warm_up(loaded, draft_model, beam_width, beam_length, search_width)
+                  f"W={beam_width} L={beam_length} S={search_width}{'' if lookup else ', no lookup'}[/dim]")
+    runner.warm_up(loaded, draft_model, beam_width, beam_length, search_width, lookup)
     results = []
     with runner.scratch_dir() as scratch:
         if not skip_mlx_lm:
             results.append(runner.run_mlx_lm(runner.mlx_lm_folder(loaded, Path(scratch)), prompts, max_tokens))
     results.append(runner.run_ours(loaded, None, prompts, max_tokens))
     results.append(runner.run_ours(loaded, draft_model, prompts, max_tokens, beam_width, beam_length, profile,
-                                   search_width))
+                                   search_width, lookup))
     report = summarise(results, beam_width * beam_length)
     report |= {"model": model, "beam_width": beam_width, "beam_length": beam_length,
-               "search_width": search_width, "prompts": len(prompts),
+               "search_width": search_width, "lookup": lookup, "prompts": len(prompts),
                "max_tokens": max_tokens, "runtime": runtime.describe(dtype_)}
     if json_out:
         print_json(report)
@@ -105,18 +106,21 @@ def show_verify_cost(model: str, dtype, sizes: list[int], json_out: bool) -> Non
 
 
 def show_replay(loaded: LoadedModel, draft_model: Drafter, prompts: list[list[int]], beam_width: int,
-                beam_length: int, search_width: int, max_tokens: int, json_out: bool, about: dict) -> None:
+                beam_length: int, search_width: int, lookup: bool, max_tokens: int, json_out: bool,
+                about: dict) -> None:
     """Tokens/step of greedy ReDrafter from `replay.replay`: equal to decoding's count (up to
     near-ties), without the per-step verify passes, so whole prompt sets are affordable."""
     console.print(f"[dim]{about['runtime']}; {len(prompts)} prompts, {max_tokens} max tokens, "
-                  f"W={beam_width} L={beam_length} S={search_width}, replayed[/dim]")
+                  f"W={beam_width} L={beam_length} S={search_width}{'' if lookup else ', no lookup'}, "
+                  "replayed[/dim]")
     eos = loaded.tokenizer.eos_token_ids or []
     # beam_length - 1 tokens past the limit: the last step may accept drafts beyond it, as in decoding.
     answers = record_answers(loaded.model, prompts, max_tokens + beam_length - 1, eos)
     result = replay(draft_model, loaded.model.embedding, answers, beam_width=beam_width,
-                    beam_length=beam_length, search_width=search_width, max_tokens=max_tokens)
+                    beam_length=beam_length, search_width=search_width, max_tokens=max_tokens,
+                    prompts=prompts, lookup=lookup)
     report = about | {"beam_width": beam_width, "beam_length": beam_length, "search_width": search_width,
-                      "prompts": len(prompts),
+                      "lookup": lookup, "prompts": len(prompts),
                       "max_tokens": max_tokens, "tokens_per_step": result.tokens_per_step,
                       "steps": result.steps, "tokens": result.tokens}
     if json_out:

@@ -17,7 +17,7 @@ from .app import app, console, friendly_errors
 from .generate import check_decoding
 from .options import (
     DEFAULT_SEARCH_WIDTH, BeamLengthOpt, BeamWidthOpt, DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt, SearchWidthOpt,
-    SeedOpt, SystemPromptOpt, TempOpt, TopKOpt, TopPOpt, VerboseOpt,
+    LookupOpt, SeedOpt, SystemPromptOpt, TempOpt, TopKOpt, TopPOpt, VerboseOpt,
 )
 
 HELP = "/reset  forget the conversation   /stats  session totals   /help  this text   /quit  leave"
@@ -56,6 +56,7 @@ def chat(
     beam_width: BeamWidthOpt = 3,
     beam_length: BeamLengthOpt = 5,
     search_width: SearchWidthOpt = DEFAULT_SEARCH_WIDTH,
+    lookup: LookupOpt = True,
     temp: TempOpt = 0.0,
     top_p: TopPOpt = 0.0,
     top_k: TopKOpt = 0,
@@ -76,6 +77,7 @@ def chat(
         loaded, load_drafter_for(loaded, drafter, dtype_) if mode == "redrafter" else None,
         system_prompt=system_prompt, sampler=make_greedy_or_sampler(temp, top_p, top_k),
         max_tokens=max_tokens, beam_width=beam_width, beam_length=beam_length, search_width=search_width,
+        lookup=lookup,
     )
     interactive = sys.stdin.isatty()
     if verbose or interactive:

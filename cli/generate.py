@@ -25,6 +25,7 @@ from .options import (
     BeamWidthOpt,
     DrafterOpt,
     DTypeOpt,
+    LookupOpt,
     MaxTokensOpt,
     ModelOpt,
     SearchWidthOpt,
@@ -139,6 +140,7 @@ def generate(
     beam_width: BeamWidthOpt = 3,
     beam_length: BeamLengthOpt = 5,
     search_width: SearchWidthOpt = DEFAULT_SEARCH_WIDTH,
+    lookup: LookupOpt = True,
     profile: Annotated[bool, typer.Option("--profile", help="Per-phase timings (evaluates at phase ends).")] = False,
     trace: Annotated[Optional[Path], typer.Option("--trace", help="With --profile: write a Chrome trace JSON.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="One JSON object per prompt on stdout.")] = False,
@@ -167,7 +169,7 @@ def generate(
         mx.reset_peak_memory()
         tokens, text, stats = generate_one(
             loaded, ids, drafter=draft_model, stream=not json_out, max_tokens=max_tokens, sampler=sampler,
-            beam_width=beam_width, beam_length=beam_length, search_width=search_width, timer=timer,
+            beam_width=beam_width, beam_length=beam_length, search_width=search_width, lookup=lookup, timer=timer,
         )
         if json_out:
             print_json(record(text_prompt, ids, tokens, text, stats, beam_width * beam_length))

@@ -35,6 +35,10 @@ SearchWidthOpt = Annotated[int, typer.Option(
     "--search-width", "-s",
     help="Beams the drafter's beam search keeps; the W verified are the ones that cover the most "
          "drafter probability (at most W: the paper's beam search, all W verified).")]
+LookupOpt = Annotated[bool, typer.Option(
+    "--lookup/--no-lookup",
+    help="Let a copy of what followed the text's last n-gram earlier (prompt or answer) take the "
+         "last of the W beams when there is one.")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Print device, dtype and BLAS.")]
 
 __all__ = ["DEFAULT_MODEL", "DEFAULT_SEARCH_WIDTH"]

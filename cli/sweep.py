@@ -18,7 +18,9 @@ from redrafter_mlx.profiling.sweep import grid, plot_all, run_sweep
 from .app import app, console, friendly_errors
 from .bench import setup
 from .generate import check_decoding
-from .options import DEFAULT_SEARCH_WIDTH, DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt, SearchWidthOpt, parse_sizes
+from .options import (
+    DEFAULT_SEARCH_WIDTH, DrafterOpt, DTypeOpt, LookupOpt, MaxTokensOpt, ModelOpt, SearchWidthOpt, parse_sizes,
+)
 
 
 @app.command()
@@ -34,6 +36,7 @@ def sweep(
     max_tokens: MaxTokensOpt = 96,
     dtype: DTypeOpt = None,
     search_width: SearchWidthOpt = DEFAULT_SEARCH_WIDTH,
+    lookup: LookupOpt = True,
 ) -> None:
     """Measure AR once and ReDrafter for every (W, L); resumable (finished cells are kept)."""
     widths, lengths = parse_sizes(beam_widths, "--beam-widths"), parse_sizes(beam_lengths, "--beam-lengths")
@@ -41,11 +44,12 @@ def sweep(
     dtype_ = runtime.parse_dtype(dtype)
     loaded, draft_model, prompts = setup(model, drafter, dtype_, prompts_file, num_prompts)
     out.mkdir(parents=True, exist_ok=True)
-    runner.warm_up(loaded, draft_model, widths[0], lengths[0], search_width)
+    runner.warm_up(loaded, draft_model, widths[0], lengths[0], search_width, lookup)
     ar = runner.run_ours(loaded, None, prompts, max_tokens)
 
     def measure_cell(width: int, length: int) -> dict:
-        r = runner.run_ours(loaded, draft_model, prompts, max_tokens, width, length, search_width=search_width)
+        r = runner.run_ours(loaded, draft_model, prompts, max_tokens, width, length, search_width=search_width,
+                            lookup=lookup)
         return {"tokens_per_s": r.tokens_per_s, "speedup": r.tokens_per_s / ar.tokens_per_s,
                 "tokens_per_step": r.tokens_per_step,
                 "compression": sum(r.verified) / len(r.verified) / (width * length) if r.verified else 1.0}

@@ -89,13 +89,14 @@ def run_ours(
     loaded: LoadedModel, drafter: Drafter | None, prompts: list[list[int]], max_tokens: int,
     beam_width: int = 3, beam_length: int = 5, profile: bool = False,
     search_width: int | None = DEFAULT_SEARCH_WIDTH,
+    lookup: bool = True,
 ) -> MethodResult:
     """Our AR (drafter None) or ReDrafter, optionally with per-phase profiling."""
     timer = PhaseTimer(profile)
 
     def decode(ids: list[int]):
         for step in generate(loaded.model, ids, drafter=drafter, beam_width=beam_width, beam_length=beam_length,
-                             search_width=search_width,
+                             search_width=search_width, lookup=lookup,
                              max_tokens=max_tokens, eos_ids=loaded.tokenizer.eos_token_ids, timer=timer):
             yield step.tokens, step.stats
 
@@ -127,12 +128,12 @@ def measure(result: MethodResult, prompts: list[list[int]], decode: Decoder) -> 
 
 
 def warm_up(loaded: LoadedModel, drafter: Drafter | None, beam_width: int, beam_length: int,
-            search_width: int | None = DEFAULT_SEARCH_WIDTH) -> None:
+            search_width: int | None = DEFAULT_SEARCH_WIDTH, lookup: bool = True) -> None:
     """One short run of each decoder so one-time costs do not land on the first prompt."""
     ids = loaded.tokenizer.encode("Hello")
     for d in (None, drafter):
         for _ in generate(loaded.model, ids, drafter=d, beam_width=beam_width, beam_length=beam_length,
-                          search_width=search_width, max_tokens=8):
+                          search_width=search_width, lookup=lookup, max_tokens=8):
             pass
 
 

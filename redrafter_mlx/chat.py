@@ -30,12 +30,13 @@ class ChatSession:
         beam_width: int = 3,
         beam_length: int = 5,
         search_width: int | None = DEFAULT_SEARCH_WIDTH,
+        lookup: bool = True,
     ):
         self.loaded, self.drafter = loaded, drafter
         self.system_prompt = system_prompt
         self.options = {"sampler": sampler, "max_tokens": max_tokens,
                         "beam_width": beam_width, "beam_length": beam_length,
-                        "search_width": search_width}
+                        "search_width": search_width, "lookup": lookup}
         self.reset()
 
     def reset(self) -> None:
@@ -60,7 +61,7 @@ class ChatSession:
         answer: list[int] = []
         self.messages.append({"role": "assistant", "content": ""})
         steps = generate(
-            self.loaded.model, ids[keep:], drafter=self.drafter, cache=self.cache,
+            self.loaded.model, ids[keep:], drafter=self.drafter, cache=self.cache, context=ids[:keep],
             eos_ids=self.loaded.tokenizer.eos_token_ids, **self.options,
         )
         try:

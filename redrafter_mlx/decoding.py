@@ -9,7 +9,7 @@ token is read, so Python graph building overlaps compute.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import mlx.core as mx
@@ -19,6 +19,7 @@ from .acceptance import accept
 from .beam_search import DEFAULT_SEARCH_WIDTH, beam_search
 from .cache import KVCache
 from .drafter import Drafter
+from .lookup import TextBuffer, with_lookup_beam
 from .models.llama import Model
 from .tree_attention import bucket, pack, tree_layout, verify_mask
 from .profiling.timers import PhaseTimer
@@ -169,17 +170,22 @@ def generate_redrafter(
     cache: KVCache | None = None,
     top_k: int = 50,
     search_width: int | None = DEFAULT_SEARCH_WIDTH,
+    lookup: bool = True,
+    context: Sequence[int] = (),
     timer: PhaseTimer | None = None,
 ) -> Iterator[Step]:
     """ReDrafter decoding (paper Sec. 3.4): every step emits 1..beam_length tokens.
 
     Each step: (1) the guaranteed token and hidden state come from the previous step;
     (2) the drafter beam-searches W x L candidates (keeping `search_width` beams, of which
-    the W that cover the most drafter probability are verified: `beam_search`); (3) the
+    the W that cover the most drafter probability are verified: `beam_search`); with
+    `lookup`, the last of them gives way to a copy of what followed the text's last n-gram
+    earlier in `context`, the prompt or the answer, when it occurred (`lookup.py`); (3) the
     unique prefixes are packed and verified in ONE forward pass with a tree mask; (4) the
     longest accepted prefix is kept and the cache compacted to it. The only host read per
     step fetches the accepted tokens together with the next tree's packed length. Same
-    interface and cache contract as `generate_ar`.
+    interface and cache contract as `generate_ar`; `context` holds the tokens before
+    `prompt` that the cache already has (earlier turns), for the lookup only.
     """
     if beam_width < 1 or beam_length < 1:
         raise ValueError(f"beam width and length must be >= 1, got {beam_width} and {beam_length}")
@@ -192,10 +198,15 @@ def generate_redrafter(
     start_length = cache.length
     limit = 1 + beam_width * (beam_length - 1)
     before = dict(timer.totals)
+    text = TextBuffer([*context, *prompt], max_tokens + 2 * beam_length) if lookup else None
 
-    def draft(hidden: mx.array, token: mx.array):
+    def draft(hidden: mx.array, token: mx.array, staged: mx.array | int):
+        """The next tree; `staged`: tokens of the text written but not yet committed."""
         beams, _ = beam_search(drafter, model.embedding, hidden, token, beam_width, beam_length, top_k,
                                search_width)
+        if text is not None:
+            length = mx.array([text.length], mx.int32) + staged
+            beams = with_lookup_beam(beams[None], text.tokens, length)[0]
         layout = tree_layout(beams)
         timer.mark("draft", beams, layout.unpack_index)
         return beams, layout
@@ -206,7 +217,9 @@ def generate_redrafter(
         hidden = prefill(model, mx.array(prompt, mx.uint32), cache)
         token = sampler(sampler_scores(sampler, model.logits(hidden))).astype(mx.int32).reshape(())
         timer.mark("prefill", token)
-        beams, layout = draft(hidden, token)
+        if text is not None:
+            text.stage(token[None])
+        beams, layout = draft(hidden, token, 1)
         first, count = mx.stack([token, layout.count]).tolist()
         stats.prompt_time = time.perf_counter() - tic
         tic = time.perf_counter()
@@ -214,6 +227,8 @@ def generate_redrafter(
             stats.finish_reason = "stop"
             return
         stats.num_tokens = 1
+        if text is not None:
+            text.commit(1)
         yield Step([first], stats)
         while stats.num_tokens < max_tokens:
             packed = pack(beams, layout, bucket(count, limit))
@@ -226,12 +241,16 @@ def generate_redrafter(
             timer.mark("accept", result.emitted)
             cache.gather_pending(result.path)
             timer.mark("cache", *cache.state())
-            beams, layout = draft(block[result.next_index], result.next_token)
+            if text is not None:
+                text.stage(result.emitted)
+            beams, layout = draft(block[result.next_index], result.next_token, result.accepted + 1)
             stats.verified_tokens.append(count)
             accepted, *emitted, count = mx.concatenate(
                 [result.accepted[None], result.emitted, layout.count[None]]
             ).tolist()
             cache.commit(accepted + 1)
+            if text is not None:
+                text.commit(accepted + 1)
             stats.accepted_per_step.append(accepted + 1)
             new = emitted[: accepted + 1]
             stop = next((i for i, t in enumerate(new) if t in eos_ids), None)
@@ -257,6 +276,8 @@ def generate(
     beam_width: int = 3,
     beam_length: int = 5,
     search_width: int | None = DEFAULT_SEARCH_WIDTH,
+    lookup: bool = True,
+    context: Sequence[int] = (),
     timer: PhaseTimer | None = None,
     **options,
 ) -> Iterator[Step]:
@@ -268,5 +289,5 @@ def generate(
         return generate_ar(model, prompt, **options)
     return generate_redrafter(
         model, drafter, prompt, beam_width=beam_width, beam_length=beam_length,
-        search_width=search_width, timer=timer, **options
+        search_width=search_width, lookup=lookup, context=context, timer=timer, **options
     )

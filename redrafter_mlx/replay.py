@@ -25,6 +25,7 @@ from mlx import nn
 from .beam_search import DEFAULT_SEARCH_WIDTH, beam_search
 from .distill import generate_with_hidden
 from .drafter import Drafter, Embedding
+from .lookup import with_lookup_beam
 
 
 @dataclass
@@ -59,13 +60,21 @@ def replay(
     top_k: int = 50,
     search_width: int | None = DEFAULT_SEARCH_WIDTH,
     max_tokens: int | None = None,
+    prompts: Sequence[Sequence[int]] | None = None,
+    lookup: bool = True,
 ) -> ReplayResult:
     """Greedy ReDrafter steps over `answers`, each (tokens (R,), hidden (R, D)): hidden[i]
     is the LLM's final-norm state that produced tokens[i] (`HiddenStore` layout), tokens
     the greedy answer (ending with EOS when the model stopped). Steps stop once
     `max_tokens` tokens are out, like decoding's limit; the last step may accept drafts
-    beyond it, as in decoding, when the answer is longer. `search_width`: as in `beam_search`."""
-    answers = [(np.asarray(t), np.asarray(h)) for t, h in answers if len(t)]
+    beyond it, as in decoding, when the answer is longer. `search_width`: as in `beam_search`;
+    `lookup`: as in decoding, copying from each answer's prompt (`prompts`, in the same
+    order; none: from the answer alone) and the answer so far."""
+    prompts = prompts if prompts is not None else [()] * len(answers)
+    kept = [(np.asarray(p, np.int32), np.asarray(t), np.asarray(h)) for p, (t, h) in zip(prompts, answers) if len(t)]
+    answers = [(t, h) for _, t, h in kept]
+    texts = [np.concatenate([p, t]).astype(np.int32) for p, t, _ in kept]  # the lookup's context
+    offsets = np.array([len(p) for p, _, _ in kept], dtype=np.int64)
     limit = max_tokens or max((len(t) for t, _ in answers), default=0)
     position = np.zeros(len(answers), dtype=np.int64)  # index of each answer's guaranteed token
     ends = np.array([min(len(t), limit) - 1 for t, _ in answers], dtype=np.int64)  # no step after
@@ -75,6 +84,11 @@ def replay(
         hidden = mx.array(np.stack([answers[i][1][position[i]] for i in active]))
         guaranteed = mx.array(np.array([answers[i][0][position[i]] for i in active], dtype=np.int32))
         beams, _ = beam_search(drafter, embedding, hidden, guaranteed, beam_width, beam_length, top_k, search_width)
+        if lookup:
+            context = np.zeros((len(active), max(len(texts[i]) for i in active)), dtype=np.int32)
+            for row, i in enumerate(active):
+                context[row, : len(texts[i])] = texts[i]
+            beams = with_lookup_beam(beams, mx.array(context), mx.array(offsets[active] + position[active] + 1))
         targets = np.zeros((len(active), width), dtype=np.int64)
         lengths = np.zeros(len(active), dtype=np.int64)
         for row, i in enumerate(active):

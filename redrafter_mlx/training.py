@@ -406,9 +406,10 @@ def accuracy(
 def decode_eval(
     model: nn.Module, drafter: Drafter, prompts: Sequence[list[int]], *, beam_width: int = 4,
     beam_length: int = 5, search_width: int | None = DEFAULT_SEARCH_WIDTH, max_tokens: int = 128,
-    eos_ids: frozenset[int] | set[int] = frozenset(),
+    eos_ids: frozenset[int] | set[int] = frozenset(), lookup: bool = False,
 ) -> dict[str, float]:
-    """Greedy ReDrafter decoding of the prompts: tokens/step, compression, time per step."""
+    """Greedy ReDrafter decoding of the prompts: tokens/step, compression, time per step.
+    Without the context lookup by default: training's evals measure the drafter."""
     from .decoding import generate_redrafter
 
     tokens = steps = verified = 0
@@ -416,7 +417,8 @@ def decode_eval(
     for ids in prompts:
         last = None
         for step in generate_redrafter(model, drafter, ids, beam_width=beam_width, beam_length=beam_length,
-                                       search_width=search_width, max_tokens=max_tokens, eos_ids=eos_ids):
+                                       search_width=search_width, lookup=lookup, max_tokens=max_tokens,
+                                       eos_ids=eos_ids):
             last = step.stats
         if last is None:
             continue
@@ -597,7 +599,7 @@ def train_drafter(
         if heldout_answers:
             entry["replay_tokens_per_step"] = replay(
                 drafter, embedding, heldout_answers, beam_width=cfg.beam_width, beam_length=cfg.beam_length,
-                search_width=cfg.search_width, max_tokens=cfg.eval_max_tokens).tokens_per_step
+                search_width=cfg.search_width, max_tokens=cfg.eval_max_tokens, lookup=False).tokens_per_step
         if eval_prompt_ids and cfg.eval_prompts:
             entry |= decode_eval(model, drafter, list(eval_prompt_ids)[: cfg.eval_prompts],
                                  beam_width=cfg.beam_width, beam_length=cfg.beam_length,

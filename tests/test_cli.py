@@ -200,6 +200,10 @@ def test_bench_runs_all_three_decoders_on_the_same_prompts(tmp_path, write_tiny_
     assert replayed.exit_code == 0, replayed.output
     counted = json.loads(replayed.stdout.splitlines()[-1])
     assert (counted["tokens_per_step"], counted["steps"]) == (redrafter["tokens_per_step"], redrafter["steps"])
+    assert report["lookup"] is counted["lookup"] is True
+    plain = invoke("bench", "-M", str(model), "-d", str(drafter), "-w", "2", "-l", "3", "-s", "5", "-n", "3",
+                   "-m", "12", "--json", "--replay", "--no-lookup")
+    assert json.loads(plain.stdout.splitlines()[-1])["lookup"] is False
 
 
 def test_bench_verify_cost_times_each_packed_length(tmp_path, write_tiny_folder):

@@ -244,3 +244,18 @@ def test_greedy_reads_raw_logits_and_samplers_read_log_probs():
     log_probs = np.array(decoding.sampler_scores(sampler, logits))
     np.testing.assert_allclose(np.exp(log_probs).sum(axis=-1), 1.0, rtol=1e-6)
     np.testing.assert_array_equal(np.array(decoding.greedy(logits)), log_probs.argmax(axis=-1))
+
+
+def test_lookup_accepts_what_the_answer_repeats_and_changes_no_token(embedded):
+    """A random drafter gets nothing accepted; copying the answer's own repetitions does."""
+    drafter = random_drafter(49152, 576, tied=True)
+    ids = encode_prompt(embedded.tokenizer, "Write the word 'hello' ten times.")
+    eos = embedded.tokenizer.eos_token_ids
+    expected, _ = collect(generate_ar(embedded.model, ids, max_tokens=30, eos_ids=eos))
+    per_step = {}
+    for lookup in (False, True):
+        tokens, stats = collect(generate_redrafter(embedded.model, drafter, ids, beam_width=3, beam_length=5,
+                                                   lookup=lookup, max_tokens=30, eos_ids=eos))
+        assert tokens == expected
+        per_step[lookup] = stats.tokens_per_step
+    assert per_step[False] < 1.2 and per_step[True] > 2.0, per_step

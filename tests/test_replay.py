@@ -47,9 +47,14 @@ def test_replay_counts_what_decoding_counts(tmp_path):
 
     prompts = [r.prompt_ids for r in records]
     decoded = decode_eval(model, drafter, prompts, beam_width=3, beam_length=4, max_tokens=30)
-    replayed = replay(drafter, model.embedding, held, beam_width=3, beam_length=4, max_tokens=30)
+    replayed = replay(drafter, model.embedding, held, beam_width=3, beam_length=4, max_tokens=30, lookup=False)
     assert 1.3 < replayed.tokens_per_step < 3.3, (replayed, decoded)
     assert replayed.steps == decoded["steps"]
     assert replayed.tokens_per_step == decoded["tokens_per_step"]
     # Training scores its evals the same way (and picks its best drafter by it).
     assert result.history[-1]["replay_tokens_per_step"] == decoded["tokens_per_step"]
+
+    # With the context lookup (copying from each prompt and answer), as decoding does it.
+    looked_up = decode_eval(model, drafter, prompts, beam_width=3, beam_length=4, max_tokens=30, lookup=True)
+    replayed = replay(drafter, model.embedding, held, beam_width=3, beam_length=4, max_tokens=30, prompts=prompts)
+    assert replayed.tokens_per_step == looked_up["tokens_per_step"] != decoded["tokens_per_step"]
