@@ -200,12 +200,13 @@ def generate_redrafter(
     before = dict(timer.totals)
     text = TextBuffer([*context, *prompt], max_tokens + 2 * beam_length) if lookup else None
 
-    def draft(hidden: mx.array, token: mx.array, staged: mx.array | int):
-        """The next tree; `staged`: tokens of the text written but not yet committed."""
+    def draft(hidden: mx.array, token: mx.array, emitted: mx.array, count: mx.array | int):
+        """The next tree, once emitted[:count] (lazy; emitted ends with `token`) joins the text."""
         beams, _ = beam_search(drafter, model.embedding, hidden, token, beam_width, beam_length, top_k,
                                search_width)
         if text is not None:
-            length = mx.array([text.length], mx.int32) + staged
+            text.stage(emitted)
+            length = mx.array([text.length], mx.int32) + count
             beams = with_lookup_beam(beams[None], text.tokens, length)[0]
         layout = tree_layout(beams)
         timer.mark("draft", beams, layout.unpack_index)
@@ -217,9 +218,7 @@ def generate_redrafter(
         hidden = prefill(model, mx.array(prompt, mx.uint32), cache)
         token = sampler(sampler_scores(sampler, model.logits(hidden))).astype(mx.int32).reshape(())
         timer.mark("prefill", token)
-        if text is not None:
-            text.stage(token[None])
-        beams, layout = draft(hidden, token, 1)
+        beams, layout = draft(hidden, token, token[None], 1)
         first, count = mx.stack([token, layout.count]).tolist()
         stats.prompt_time = time.perf_counter() - tic
         tic = time.perf_counter()
@@ -241,9 +240,7 @@ def generate_redrafter(
             timer.mark("accept", result.emitted)
             cache.gather_pending(result.path)
             timer.mark("cache", *cache.state())
-            if text is not None:
-                text.stage(result.emitted)
-            beams, layout = draft(block[result.next_index], result.next_token, result.accepted + 1)
+            beams, layout = draft(block[result.next_index], result.next_token, result.emitted, result.accepted + 1)
             stats.verified_tokens.append(count)
             accepted, *emitted, count = mx.concatenate(
                 [result.accepted[None], result.emitted, layout.count[None]]
