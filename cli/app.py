@@ -42,7 +42,7 @@ def friendly_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except UsageError as e:
-            _print_error(str(e))
+            print_error(str(e))
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             console.print("[yellow]interrupted[/yellow]")
@@ -50,13 +50,13 @@ def friendly_errors(fn: F) -> F:
         except _user_error_types() as e:
             if os.environ.get("REDRAFTER_DEBUG"):
                 raise
-            _print_error(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+            print_error(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
 
 
-def _print_error(message: str) -> None:
+def print_error(message: str) -> None:
     console.print("[red]error:[/red] ", end="")
     console.print(message, markup=False)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 
@@ -16,8 +18,22 @@ def load_commands() -> typer.Typer:
 def main() -> None:
     from redrafter_mlx.runtime import reexec_with_fast_blas
 
+    from .app import print_error
+
     reexec_with_fast_blas()  # before the heavy imports, which would otherwise run twice
-    load_commands()()
+    try:
+        code = load_commands()(standalone_mode=False)
+    except typer.Abort:
+        code = 130
+    except Exception as e:
+        # typer's own option checks (`min=`, unknown options) raise click's usage errors, which
+        # typer (it vendors click) does not export: known by their interface, shown in one line.
+        if not (hasattr(e, "format_message") and hasattr(e, "exit_code")):
+            raise
+        if e.format_message():  # empty when no command was given: the help was shown
+            print_error(e.format_message())
+        code = e.exit_code
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -103,6 +103,10 @@ def test_info_reports_fast_blas_after_reexec():
         (["generate", "-p", "hi", "--dtype", "float64", "--mode", "ar"], 1, "dtype"),
         (["generate", "-p", "hi", "-d", "./no/such/drafter"], 1, "not found"),
         (["generate"], 2, "--prompt"),
+        # typer's own option checks, shown in one line too
+        (["generate", "-p", "hi", "-m", "0"], 2, "--max-tokens"),
+        (["train", "--steps", "0"], 2, "--steps"),
+        (["bench", "--bogus"], 2, "--bogus"),
     ],
 )
 def test_bad_input_gives_one_line_error(tmp_path, args, code, fragment):
