@@ -72,7 +72,7 @@ def bench(
         return show_replay(loaded, draft_model, prompts, beam_width, beam_length, search_width, lookup,
                            max_tokens, json_out, {"model": model, "runtime": runtime.describe(dtype_)})
     console.print(f"[dim]{runtime.describe(dtype_)}; {len(prompts)} prompts, {max_tokens} max tokens, "
-                  f"W={beam_width} L={beam_length} S={search_width}{'' if lookup else ', no lookup'}[/dim]")
+                  f"{drafting(beam_width, beam_length, search_width, lookup)}[/dim]")
     runner.warm_up(loaded, draft_model, beam_width, beam_length, search_width, lookup)
     results = []
     with runner.scratch_dir() as scratch:
@@ -89,6 +89,11 @@ def bench(
         print_json(report)
     else:
         show(report)
+
+
+def drafting(beam_width: int, beam_length: int, search_width: int, lookup: bool) -> str:
+    """The drafting settings, as the bench's header line shows them."""
+    return f"W={beam_width} L={beam_length} S={search_width}{'' if lookup else ', no lookup'}"
 
 
 def show_verify_cost(model: str, dtype, sizes: list[int], json_out: bool) -> None:
@@ -111,8 +116,7 @@ def show_replay(loaded: LoadedModel, draft_model: Drafter, prompts: list[list[in
     """Tokens/step of greedy ReDrafter from `replay.replay`: equal to decoding's count (up to
     near-ties), without the per-step verify passes, so whole prompt sets are affordable."""
     console.print(f"[dim]{about['runtime']}; {len(prompts)} prompts, {max_tokens} max tokens, "
-                  f"W={beam_width} L={beam_length} S={search_width}{'' if lookup else ', no lookup'}, "
-                  "replayed[/dim]")
+                  f"{drafting(beam_width, beam_length, search_width, lookup)}, replayed[/dim]")
     eos = loaded.tokenizer.eos_token_ids or []
     # beam_length - 1 tokens past the limit: the last step may accept drafts beyond it, as in decoding.
     answers = record_answers(loaded.model, prompts, max_tokens + beam_length - 1, eos)
@@ -126,7 +130,7 @@ def show_replay(loaded: LoadedModel, draft_model: Drafter, prompts: list[list[in
     if json_out:
         return print_json(report)
     console.print(f"tokens/step {result.tokens_per_step:.3f} ({result.tokens} tokens in {result.steps} "
-                  f"steps, {len(prompts)} prompts, W={beam_width} L={beam_length} S={search_width})")
+                  f"steps, {len(prompts)} prompts, {drafting(beam_width, beam_length, search_width, lookup)})")
 
 
 def summarise(results: list[runner.MethodResult], beam_cells: int) -> dict:

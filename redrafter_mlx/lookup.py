@@ -41,7 +41,7 @@ def lookup_draft(
             break
         starts = mx.arange(size - n, dtype=mx.int32)[None]  # (1, N - n) window starts j
         tail = mx.take_along_axis(context, mx.maximum(length - n + mx.arange(n)[None], 0), axis=1)
-        match = (starts + n < length) & (length >= n)  # a token follows the window, which lies before
+        match = starts + n < length  # a token of the text follows the window
         for i in range(n):
             match = match & (context[:, i : size - n + i] == tail[:, i : i + 1])
         hit = match.any(axis=1)

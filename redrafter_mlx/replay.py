@@ -73,8 +73,10 @@ def replay(
     prompts = prompts if prompts is not None else [()] * len(answers)
     kept = [(np.asarray(p, np.int32), np.asarray(t), np.asarray(h)) for p, (t, h) in zip(prompts, answers) if len(t)]
     answers = [(t, h) for _, t, h in kept]
-    texts = [np.concatenate([p, t]).astype(np.int32) for p, t, _ in kept]  # the lookup's context
     offsets = np.array([len(p) for p, _, _ in kept], dtype=np.int64)
+    texts = np.zeros((len(kept), max((len(p) + len(t) for p, t, _ in kept), default=0)), dtype=np.int32)
+    for row, (p, t, _) in enumerate(kept):  # each answer's prompt and answer: the lookup's context
+        texts[row, : len(p) + len(t)] = np.concatenate([p, t])
     limit = max_tokens or max((len(t) for t, _ in answers), default=0)
     position = np.zeros(len(answers), dtype=np.int64)  # index of each answer's guaranteed token
     ends = np.array([min(len(t), limit) - 1 for t, _ in answers], dtype=np.int64)  # no step after
@@ -85,10 +87,7 @@ def replay(
         guaranteed = mx.array(np.array([answers[i][0][position[i]] for i in active], dtype=np.int32))
         beams, _ = beam_search(drafter, embedding, hidden, guaranteed, beam_width, beam_length, top_k, search_width)
         if lookup:
-            context = np.zeros((len(active), max(len(texts[i]) for i in active)), dtype=np.int32)
-            for row, i in enumerate(active):
-                context[row, : len(texts[i])] = texts[i]
-            beams = with_lookup_beam(beams, mx.array(context), mx.array(offsets[active] + position[active] + 1))
+            beams = with_lookup_beam(beams, mx.array(texts[active]), mx.array(offsets[active] + position[active] + 1))
         targets = np.zeros((len(active), width), dtype=np.int64)
         lengths = np.zeros(len(active), dtype=np.int64)
         for row, i in enumerate(active):
