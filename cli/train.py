@@ -61,7 +61,7 @@ def train(
     out: Annotated[Path, typer.Option("--out", "-o", help="Drafter folder to write (config.json + model.safetensors; work files in OUT/training/).")],
     model: ModelOpt = DEFAULT_MODEL,
     prompts: Annotated[Path | None, typer.Option("--prompts", help="Training prompts JSONL (default: the shipped train, train-extra and train-written sets). Follow-up turns are distilled alone, after all first turns.")] = None,
-    distill_data: Annotated[Path | None, typer.Option("--distill-data", help="Distillation JSONL to use/extend (default OUT/training/distill.jsonl).")] = None,
+    distill_data: Annotated[Path | None, typer.Option("--distill-data", help="Distillation JSONL to use/extend (default OUT/training/distill.jsonl); a .jsonl.gz is read-only (with --skip-distill).")] = None,
     max_prompts: Annotated[int, typer.Option("--max-prompts", min=1, help="Prompts to distil.")] = 600,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Answer length cap.")] = 128,
     distill_batch: Annotated[int, typer.Option("--distill-batch", min=1, help="Sequences decoded together.")] = 64,
@@ -95,10 +95,12 @@ def train(
     force: Annotated[bool, typer.Option("--force", help="Delete a non-empty OUT and start over.")] = False,
 ) -> None:
     """Train a ReDrafter drafter for MODEL: distil its answers, then fit the drafter (Eq. 2)."""
-    from redrafter_mlx.distill import distill
+    from redrafter_mlx.distill import distill, is_compressed
     from redrafter_mlx.distill_workers import distill_in_workers
     from redrafter_mlx.training import TrainConfig, prepare_data, train_drafter
 
+    if distill_data is not None and is_compressed(distill_data) and not skip_distill:
+        raise UsageError(f"{distill_data}: a compressed distillation file is read-only; pass --skip-distill to train on it")
     if init_from is not None and not (init_from / "config.json").is_file():
         raise UsageError(f"{init_from}: not a drafter folder (no config.json)")
     if out.exists() and not out.is_dir():

@@ -14,12 +14,14 @@ Output: a JSONL file, one line per prompt, written as soon as that prompt finish
     {"id": ..., "prompt_ids": [...], "response_ids": [...], "temp": 0.0, "finish": "stop"}
 `response_ids` ends with the EOS token when the model stopped by itself. The file can be
 interrupted at any time (Ctrl-C or kill) and resumed: prompts whose id is already in the
-file are skipped, and a torn last line is cut off.
+file are skipped, and a torn last line is cut off. A gzip-compressed file (`.jsonl.gz`, how
+the shipped drafter's data is kept in the repository) can be read and trained on, not extended.
 """
 
 from __future__ import annotations
 
 import fcntl
+import gzip
 import json
 import os
 import time
@@ -83,7 +85,7 @@ def read_distill_file(path: str | Path) -> list[DistillRecord]:
     path = Path(path)
     if not path.exists():
         return []
-    with path.open(encoding="utf-8") as f:
+    with (gzip.open if is_compressed(path) else open)(path, "rt", encoding="utf-8") as f:
         for line in f:
             if not line.endswith("\n"):
                 break  # torn write from a killed run
@@ -94,6 +96,16 @@ def read_distill_file(path: str | Path) -> list[DistillRecord]:
                 records[d["id"]] = DistillRecord(d["id"], d["prompt_ids"], d["response_ids"],
                                                  d.get("temp", 0.0), d.get("finish", "length"))
     return list(records.values())
+
+
+def is_compressed(path: str | Path) -> bool:
+    return Path(path).suffix == ".gz"
+
+
+def check_extensible(path: str | Path) -> None:
+    """Raise ValueError before anything appends to a compressed file (it would corrupt it)."""
+    if is_compressed(path):
+        raise ValueError(f"{path}: a compressed distillation file is read-only; train on it with --skip-distill")
 
 
 def repair_tail(path: Path) -> None:
@@ -360,6 +372,7 @@ def distill(
     Returns what this run did; the file holds every record so far.
     """
     out = Path(out_path)
+    check_extensible(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     repair_tail(out)
     done = {r.id for r in read_distill_file(out)}

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .distill import DistillStats, prompt_id, read_distill_file, repair_tail
+from .distill import DistillStats, check_extensible, prompt_id, read_distill_file, repair_tail
 from .progress import start_progress
 
 POLL_SECONDS = 1.0
@@ -69,6 +69,7 @@ def distill_in_workers(
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     out = Path(out_path)
+    check_extensible(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     merge_parts(out)  # a previous run's leftovers count as done
     done = {r.id for r in read_distill_file(out)}

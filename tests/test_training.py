@@ -3,6 +3,7 @@ resume. Tiny random Llamas with a tiny vocabulary, so everything runs in seconds
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import mlx.core as mx
@@ -13,6 +14,7 @@ from mlx.utils import tree_flatten
 
 from redrafter_mlx.beam_search import beam_search
 from redrafter_mlx.distill import DistillRecord, HiddenStore, distill, read_distill_file
+from redrafter_mlx.distill_workers import distill_in_workers
 from redrafter_mlx.drafter import load_drafter
 from redrafter_mlx.training import (
     TrainConfig,
@@ -213,6 +215,16 @@ def test_distill_resumes_without_duplicates(tmp_path):
     assert {r.temp for r in records} == {0.0, 0.7}  # half greedy, half sampled
     third = distill(model, CharTokenizer(), config, prompts, out, max_new_tokens=12)
     assert third.prompts_done == 0 and len(read_distill_file(out)) == 7
+    # A compressed copy reads the same and is never appended to (that would corrupt it).
+    packed = tmp_path / "distill.jsonl.gz"
+    packed.write_bytes(gzip.compress(out.read_bytes()))
+    before = packed.read_bytes()
+    assert read_distill_file(packed) == records
+    with pytest.raises(ValueError, match="read-only"):
+        distill(model, CharTokenizer(), config, prompts + [{"id": "new", "prompt": "more"}], packed)
+    with pytest.raises(ValueError, match="read-only"):
+        distill_in_workers(str(tmp_path), None, prompts, packed, workers=2)
+    assert packed.read_bytes() == before
     # Greedy answers are the model's own argmax continuations.
     # The states saved while generating are those a fresh causal forward gives.
     store = HiddenStore(tmp_path / "hidden")
@@ -309,10 +321,15 @@ def test_cli_train_distils_trains_and_guards_out(tmp_path, write_tiny_folder):
     state = json.loads((out / "training" / "checkpoint" / "train_state.json").read_text())
     assert state["step"] == 6
     tuned = tmp_path / "tuned"
+    packed = tmp_path / "distill.jsonl.gz"  # the shipped drafter's data is kept compressed
+    packed.write_bytes(gzip.compress((out / "training" / "distill.jsonl").read_bytes()))
     tune = ["train", "-M", str(model), "--out", str(tuned), "--skip-distill", "--steps", "2", "--eval-prompts", "0",
-            "--distill-data", str(out / "training" / "distill.jsonl"), "--predict", "2", "--batch-positions", "8"]
+            "--distill-data", str(packed), "--predict", "2", "--batch-positions", "8"]
     missing = CliRunner().invoke(app, tune + ["--init-from", str(tmp_path / "nowhere")])
     assert missing.exit_code == 2 and "nowhere: not a drafter folder" in missing.output and not tuned.exists()
+    extend = CliRunner().invoke(app, [a for a in tune if a != "--skip-distill"])
+    assert extend.exit_code == 2 and "read-only" in extend.output and len(extend.output.strip().splitlines()) == 1
+    assert not tuned.exists()
     assert CliRunner().invoke(app, tune + ["--init-from", str(out)]).exit_code == 0
     assert load_drafter(tuned).config == loaded.config  # not the defaults' exit 576 and 2 layers
 
