@@ -199,13 +199,6 @@ def assemble(
     return np.concatenate(hs), np.concatenate(ws)
 
 
-def llm_hidden_states(
-    model: nn.Module, records: Sequence[DistillRecord], predict: int, **kw: Any
-) -> tuple[np.ndarray, np.ndarray]:
-    """(hidden (N, D), windows (N, T+1)) of every training position of `records`."""
-    return assemble(records, prefill_hidden(model, records, **kw), predict)
-
-
 def select_token_subset(records: Sequence[DistillRecord], size: int, vocab_size: int) -> np.ndarray:
     """The `size` most frequent response tokens (targets), most frequent first (ties by id);
     padded with the lowest unused ids when the data has fewer distinct tokens."""

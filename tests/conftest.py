@@ -7,9 +7,11 @@ import shutil
 from pathlib import Path
 
 import mlx.core as mx
+import numpy as np
 import pytest
 from mlx.utils import tree_flatten
 
+from redrafter_mlx.distill import DistillRecord
 from redrafter_mlx.loading import LoadedModel, load
 from redrafter_mlx.models.llama import Model, ModelArgs
 
@@ -33,6 +35,14 @@ def tiny_config(**overrides) -> dict:
         "eos_token_id": 2,
     }
     return config | overrides
+
+
+def llm_hidden_states(model: Model, records: list[DistillRecord], predict: int) -> tuple[np.ndarray, np.ndarray]:
+    """(hidden (N, D), windows (N, T+1)) of every training position of `records`: what
+    `training.prepare_data` builds from a distillation file, for in-memory records."""
+    from redrafter_mlx.training import assemble, prefill_hidden
+
+    return assemble(records, prefill_hidden(model, records), predict)
 
 
 def random_model(config: dict, seed: int = 0) -> Model:

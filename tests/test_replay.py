@@ -7,9 +7,9 @@ import numpy as np
 
 from redrafter_mlx.distill import generate_with_hidden
 from redrafter_mlx.replay import accepted_lengths, replay
-from redrafter_mlx.training import TrainConfig, decode_eval, llm_hidden_states, train_drafter
+from redrafter_mlx.training import TrainConfig, decode_eval, train_drafter
 
-from .conftest import random_model, tiny_config
+from .conftest import llm_hidden_states, random_model, tiny_config
 
 
 def test_accepted_lengths_is_the_longest_matching_prefix_of_any_beam():

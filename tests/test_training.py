@@ -22,7 +22,6 @@ from redrafter_mlx.training import (
     drafter_loss,
     head_index_map,
     later_states,
-    llm_hidden_states,
     make_drafter,
     prefill_hidden,
     select_token_subset,
@@ -32,7 +31,7 @@ from redrafter_mlx.training import (
     windows,
 )
 
-from .conftest import random_model, tiny_config
+from .conftest import llm_hidden_states, random_model, tiny_config
 
 VOCAB = 64
 
