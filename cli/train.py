@@ -95,12 +95,15 @@ def train(
     force: Annotated[bool, typer.Option("--force", help="Delete a non-empty OUT and start over.")] = False,
 ) -> None:
     """Train a ReDrafter drafter for MODEL: distil its answers, then fit the drafter (Eq. 2)."""
-    from redrafter_mlx.distill import distill, is_compressed
+    from redrafter_mlx.distill import check_extensible, distill
     from redrafter_mlx.distill_workers import distill_in_workers
     from redrafter_mlx.training import TrainConfig, prepare_data, train_drafter
 
-    if distill_data is not None and is_compressed(distill_data) and not skip_distill:
-        raise UsageError(f"{distill_data}: a compressed distillation file is read-only; pass --skip-distill to train on it")
+    if distill_data is not None and not skip_distill:
+        try:  # before the model loads and OUT is made: distillation would append to the file
+            check_extensible(distill_data)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     if init_from is not None and not (init_from / "config.json").is_file():
         raise UsageError(f"{init_from}: not a drafter folder (no config.json)")
     if out.exists() and not out.is_dir():

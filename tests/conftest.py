@@ -14,6 +14,7 @@ from mlx.utils import tree_flatten
 from redrafter_mlx.distill import DistillRecord
 from redrafter_mlx.loading import LoadedModel, load
 from redrafter_mlx.models.llama import Model, ModelArgs
+from redrafter_mlx.training import assemble, prefill_hidden
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 
@@ -40,8 +41,6 @@ def tiny_config(**overrides) -> dict:
 def llm_hidden_states(model: Model, records: list[DistillRecord], predict: int) -> tuple[np.ndarray, np.ndarray]:
     """(hidden (N, D), windows (N, T+1)) of every training position of `records`: what
     `training.prepare_data` builds from a distillation file, for in-memory records."""
-    from redrafter_mlx.training import assemble, prefill_hidden
-
     return assemble(records, prefill_hidden(model, records), predict)
 
 
