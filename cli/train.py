@@ -166,7 +166,8 @@ def train(
         loaded.model, loaded.config, data["train"], data["heldout"], work, cfg,
         token_ids=data["token_ids"], heldout_answers=data["heldout_answers"],
         eval_prompt_ids=eval_prompt_ids(loaded.tokenizer, eval_prompts),
-        eos_ids=eos, resume=resume, init_from=init_from, out_dir=out, console=console, log=log,
+        eos_ids=eos, resume=resume, init_from=init_from, out_dir=out, ngrams=data["ngrams"], console=console,
+        log=log,
     )
     best = result.best or {}
     parts = []

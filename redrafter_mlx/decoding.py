@@ -180,7 +180,8 @@ def generate_redrafter(
     (2) the drafter beam-searches W x L candidates (keeping `search_width` beams, of which
     the W that cover the most drafter probability are verified: `beam_search`); with
     `lookup`, the last of them gives way to a copy of what followed the text's last n-gram
-    earlier in `context`, the prompt or the answer, when it occurred (`lookup.py`); (3) the
+    earlier in `context`, the prompt or the answer, when it occurred (`lookup.py`), or
+    else to the drafter's stored continuation of it (`drafter.ngrams`, `ngrams.py`); (3) the
     unique prefixes are packed and verified in ONE forward pass with a tree mask; (4) the
     longest accepted prefix is kept and the cache compacted to it. The only host read per
     step fetches the accepted tokens together with the next tree's packed length. Same
@@ -207,7 +208,7 @@ def generate_redrafter(
         if text is not None:
             text.stage(emitted)
             length = mx.array([text.length], mx.int32) + count
-            beams = with_lookup_beam(beams[None], text.tokens, length)[0]
+            beams = with_lookup_beam(beams[None], text.tokens, length, drafter.ngrams)[0]
         layout = tree_layout(beams)
         timer.mark("draft", beams, layout.unpack_index)
         return beams, layout

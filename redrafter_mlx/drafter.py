@@ -27,6 +27,8 @@ import mlx.nn as nn
 import numpy as np
 from mlx.utils import tree_flatten
 
+from .ngrams import NgramTable, load_ngram_table
+
 MODEL_TYPE = "recurrent_drafting_drafter"
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -181,6 +183,9 @@ class Drafter(nn.Module):
             self._set_token_ids(token_ids, config.token_subset_size)
         elif token_ids is not None:
             raise ValueError("token_ids given but config.token_subset_size is None")
+        # The LLM's set phrases, drafted where the context lookup finds nothing (`ngrams.py`);
+        # not a parameter: it travels with the drafter's folder.
+        self.ngrams: NgramTable | None = None
 
     def _set_token_ids(self, token_ids: mx.array | None, size: int) -> None:
         ids = mx.arange(size, dtype=mx.int32) if token_ids is None else token_ids.astype(mx.int32)
@@ -270,12 +275,15 @@ def quantize_drafter(drafter: Drafter, bits: int = 4, group_size: int = 64) -> D
 
 
 def save_drafter(drafter: Drafter, out_dir: str | Path) -> Path:
-    """Write config.json and model.safetensors (reference key names) to out_dir."""
+    """Write config.json and model.safetensors (reference key names) to out_dir, and the
+    n-gram table when the drafter has one."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / CONFIG_FILE).write_text(json.dumps(drafter.config.to_dict(), indent=2) + "\n")
     weights = dict(tree_flatten(drafter.parameters()))
     mx.save_safetensors(str(out / WEIGHTS_FILE), weights, metadata={"format": "mlx"})
+    if drafter.ngrams is not None:
+        drafter.ngrams.save(out)
     return out
 
 
@@ -285,7 +293,16 @@ def load_drafter(path: str | Path, dtype: mx.Dtype = mx.float32) -> Drafter:
     folder = Path(path)
     config = _read_config(folder)
     weights = {k: v for k, v in _read_weights(folder).items() if k not in _IGNORED_KEYS}
-    return build_drafter(config, weights, folder / WEIGHTS_FILE, dtype)
+    drafter = build_drafter(config, weights, folder / WEIGHTS_FILE, dtype)
+    try:
+        drafter.ngrams = load_ngram_table(folder)
+    except ValueError as err:
+        raise DrafterLoadError(str(err)) from None
+    if drafter.ngrams is not None and drafter.ngrams.vocab_size != config.vocab_size:
+        raise DrafterLoadError(
+            f"{folder}: the n-gram table is for vocab {drafter.ngrams.vocab_size}, the drafter for {config.vocab_size}"
+        )
+    return drafter
 
 
 def build_drafter(

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import mlx.core as mx
 
+from .ngrams import NgramTable, ngram_draft
+
 MAX_NGRAM = 3  # longest n-gram matched; longer matches are rarer and gained nothing measured
 MIN_NGRAM = 1
 
@@ -54,9 +56,12 @@ def lookup_draft(
     return draft, found
 
 
-def with_lookup_beam(beams: mx.array, context: mx.array, length: mx.array) -> mx.array:
+def with_lookup_beam(
+    beams: mx.array, context: mx.array, length: mx.array, ngrams: NgramTable | None = None
+) -> mx.array:
     """beams (B, W, L) with the last (least valuable) beam replaced by the guaranteed token
-    and the lookup's draft where the context's last n-gram occurred before.
+    and the lookup's draft where the context's last n-gram occurred before, or else, with
+    `ngrams`, the table's continuation of it (`ngrams.py`).
 
     context[b, length[b] - 1] is the guaranteed token beams[b, :, 0]. The beam search
     returns its beams best first (or in `choose_candidates` order), so the lookup displaces
@@ -64,6 +69,9 @@ def with_lookup_beam(beams: mx.array, context: mx.array, length: mx.array) -> mx
     which was measured to accept more than the drafter's beam alone (README).
     """
     draft, found = lookup_draft(context, length, beams.shape[-1] - 1)
+    if ngrams is not None:
+        usual, known = ngram_draft(ngrams, context, length, beams.shape[-1] - 1)
+        draft, found = mx.where(found[:, None], draft, usual), found | known
     copied = mx.concatenate([beams[:, -1, :1], draft.astype(beams.dtype)], axis=-1)
     last = mx.where(found[:, None], copied, beams[:, -1])
     return mx.concatenate([beams[:, :-1], last[:, None]], axis=1)

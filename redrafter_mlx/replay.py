@@ -87,7 +87,8 @@ def replay(
         guaranteed = mx.array(np.array([answers[i][0][position[i]] for i in active], dtype=np.int32))
         beams, _ = beam_search(drafter, embedding, hidden, guaranteed, beam_width, beam_length, top_k, search_width)
         if lookup:
-            beams = with_lookup_beam(beams, mx.array(texts[active]), mx.array(offsets[active] + position[active] + 1))
+            beams = with_lookup_beam(beams, mx.array(texts[active]), mx.array(offsets[active] + position[active] + 1),
+                                     drafter.ngrams)
         targets = np.zeros((len(active), width), dtype=np.int64)
         lengths = np.zeros(len(active), dtype=np.int64)
         for row, i in enumerate(active):

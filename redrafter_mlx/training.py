@@ -51,6 +51,7 @@ from mlx.utils import tree_flatten, tree_map, tree_unflatten
 from . import fastmath, runtime
 from .beam_search import DEFAULT_SEARCH_WIDTH
 from .distill import DistillRecord, HiddenStore, read_distill_file
+from .ngrams import NgramTable, build_ngram_table
 from .progress import start_progress
 from .replay import replay
 from .drafter import (
@@ -431,6 +432,7 @@ def save_drafter_as(drafter: Drafter, out_dir: str | Path, dtype: str = "float32
     """`save_drafter` with floating weights cast to `dtype` (load_drafter casts back)."""
     target = getattr(mx, dtype)
     copy = Drafter(drafter.config, drafter.get("token_ids"))
+    copy.ngrams = drafter.ngrams
     copy.load_weights([
         (k, v.astype(target) if mx.issubdtype(v.dtype, mx.floating) else v)
         for k, v in tree_flatten(drafter.parameters())
@@ -453,6 +455,7 @@ def untie_head(drafter: Drafter, embedding: Embedding) -> Drafter:
         raise TypeError("untie_head needs a float embedding table")
     config = replace(drafter.config, head_tied=False)
     out = Drafter(config, drafter.get("token_ids"))
+    out.ngrams = drafter.ngrams
     weights = {k: v for k, v in tree_flatten(drafter.parameters()) if not k.startswith("head_proj")}
     weights[f"lm_head.{config.num_draft_layers}.weight"] = table.astype(mx.float32) @ drafter.head_proj.weight
     out.load_weights(list(weights.items()))
@@ -521,6 +524,7 @@ def train_drafter(
     resume: bool = False,
     init_from: str | Path | None = None,
     out_dir: str | Path | None = None,
+    ngrams: NgramTable | None = None,
     console: Any = None,
     log: Callable[[dict[str, Any]], None] | None = None,
 ) -> TrainResult:
@@ -537,6 +541,8 @@ def train_drafter(
     tokens/step (every held-out answer), decoded tokens/step (a few prompts), held-out top-1
     averaged over depths. Tokens/step decides because it is what decoding gets; top-1
     weighs all depths alike, while a step only reaches depth j through depths 1..j-1.
+    `ngrams` (from `prepare_data`) is saved with the drafter; the held-out replay drafts
+    without lookups, so it does not change which checkpoint is best.
     """
     work = Path(work_dir)
     embedding = model.embedding
@@ -572,6 +578,7 @@ def train_drafter(
         drafter = (starting_drafter(init_from, llm_config) if init_from is not None
                    else make_drafter(cfg, llm_config, embedding, token_ids, cfg.seed))
         opt = make_optimizer(cfg, total_steps)
+    drafter.ngrams = ngrams
     index_map = head_index_map(drafter)
     predict = cfg.predict
     soft = cfg.soft_targets
@@ -696,7 +703,8 @@ def prepare_data(
     console: Any = None,
 ) -> dict[str, Any]:
     """Read the distillation file, fill the hidden-state store for records that lack
-    states (e.g. answers made by mlx-lm), split, pick the token subset."""
+    states (e.g. answers made by mlx-lm), split, pick the token subset, and tabulate the
+    training answers' set phrases (`ngrams.py`)."""
     records = read_distill_file(distill_file)
     if not records:
         raise ValueError(f"{distill_file}: no distillation records")
@@ -724,6 +732,7 @@ def prepare_data(
         "heldout": assemble(held_recs, [stored[r.id] for r in held_recs], cfg.predict),
         "heldout_answers": [(np.array(r.response_ids), stored[r.id]) for r in held_recs],
         "token_ids": token_ids,
+        "ngrams": build_ngram_table([r.response_ids for r in train_recs], vocab_size),
         "coverage": subset_coverage(held_recs or train_recs, token_ids) if token_ids is not None else 1.0,
         "records": len(records),
         "train_records": len(train_recs),

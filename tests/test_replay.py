@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from redrafter_mlx.distill import generate_with_hidden
+from redrafter_mlx.ngrams import build_ngram_table
 from redrafter_mlx.replay import accepted_lengths, replay
 from redrafter_mlx.training import TrainConfig, decode_eval, train_drafter
 
@@ -58,3 +59,9 @@ def test_replay_counts_what_decoding_counts(tmp_path):
     looked_up = decode_eval(model, drafter, prompts, beam_width=3, beam_length=4, max_tokens=30, lookup=True)
     replayed = replay(drafter, model.embedding, held, beam_width=3, beam_length=4, max_tokens=30, prompts=prompts)
     assert replayed.tokens_per_step == looked_up["tokens_per_step"] != decoded["tokens_per_step"]
+
+    # With the n-gram table as the lookup's fallback (here from these very answers).
+    drafter.ngrams = build_ngram_table([r.response_ids for r in records], config["vocab_size"])
+    with_table = decode_eval(model, drafter, prompts, beam_width=3, beam_length=4, max_tokens=30, lookup=True)
+    replayed = replay(drafter, model.embedding, held, beam_width=3, beam_length=4, max_tokens=30, prompts=prompts)
+    assert replayed.tokens_per_step == with_table["tokens_per_step"] != looked_up["tokens_per_step"]
