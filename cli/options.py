@@ -38,7 +38,8 @@ SearchWidthOpt = Annotated[int, typer.Option(
 LookupOpt = Annotated[bool, typer.Option(
     "--lookup/--no-lookup",
     help="Let a copy of what followed the text's last n-gram earlier (prompt or answer) take the "
-         "last of the W beams when there is one.")]
+         "last of the W beams when there is one, or else the drafter's stored continuation of it "
+         "(its folder's ngrams.safetensors, when it has one).")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Print device, dtype and BLAS.")]
 
 __all__ = ["DEFAULT_MODEL", "DEFAULT_SEARCH_WIDTH"]

@@ -13,6 +13,7 @@ from redrafter_mlx.drafter import Drafter, DrafterConfig, DrafterLoadError, load
 from redrafter_mlx.lookup import with_lookup_beam
 from redrafter_mlx.ngrams import (
     MAX_NGRAM,
+    MIN_COUNTS,
     MIN_NGRAM,
     NGRAMS_FILE,
     build_ngram_table,
@@ -21,8 +22,8 @@ from redrafter_mlx.ngrams import (
 )
 
 
-def reference_table(answers: list[list[int]], min_count: int, width: int) -> dict[tuple[int, ...], list[int]]:
-    """Every n-gram inside one answer and followed by a token there, seen >= min_count times
+def reference_table(answers: list[list[int]], width: int) -> dict[tuple[int, ...], list[int]]:
+    """Every n-gram inside one answer and followed by a token there, seen >= MIN_COUNTS[n] times
     -> at each depth the most frequent next token among the occurrences that agreed so far
     (ties: the lowest; 0 once the occurrences ran out)."""
     occurrences: dict[tuple[int, ...], list[list[int]]] = {}
@@ -32,7 +33,7 @@ def reference_table(answers: list[list[int]], min_count: int, width: int) -> dic
                 occurrences.setdefault(tuple(answer[end - n + 1 : end + 1]), []).append(answer[end + 1 :])
     table = {}
     for gram, follows in occurrences.items():
-        if len(follows) < min_count:
+        if len(follows) < MIN_COUNTS[len(gram)]:
             continue
         path = []
         for depth in range(width):
@@ -49,6 +50,7 @@ def reference_table(answers: list[list[int]], min_count: int, width: int) -> dic
 
 def test_hand_example():
     table = build_ngram_table([[1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 5], [7, 2, 3, 9]], vocab_size=10, width=3)
+    assert MIN_COUNTS[2] == MIN_COUNTS[3] == 1
     context = mx.array([[9, 9, 1, 2, 0, 0], [6, 6, 6, 2, 3, 0], [5, 5, 5, 5, 5, 5], [8, 1, 2, 3, 0, 0]])
     draft, found = ngram_draft(table, context, mx.array([4, 5, 6, 4]), 3)
     # "1 2" was followed by 3 4 twice and by 5 once; "2 3" by 4 twice, by 9 once, and then the
@@ -57,10 +59,12 @@ def test_hand_example():
     assert draft.tolist() == [[3, 4, 0], [4, 0, 0], [0, 0, 0], [4, 0, 0]]
 
 
-def test_a_single_occurrence_is_not_kept_and_answers_do_not_run_into_each_other():
-    table = build_ngram_table([[1, 2, 3], [4, 5], [4, 5]], vocab_size=10)
-    _, found = ngram_draft(table, mx.array([[1, 2], [4, 5]]), mx.array([2, 2]), 2)
-    assert found.tolist() == [False, False]  # "1 2" seen once; "4 5" twice but never followed
+def test_a_single_4_gram_is_not_kept_and_answers_do_not_run_into_each_other():
+    table = build_ngram_table([[1, 2, 3, 4, 5], [4, 5], [4, 5]], vocab_size=10)
+    draft, found = ngram_draft(table, mx.array([[1, 2, 3, 4], [4, 5, 0, 0], [9, 2, 3, 4]]), mx.array([4, 2, 4]), 2)
+    # "1 2 3 4" was seen once, so "2 3 4" (also seen once) answers; "4 5" was never followed.
+    assert found.tolist() == [True, False, True] and draft.tolist() == [[5, 0], [0, 0], [5, 0]]
+    assert MIN_COUNTS[4] == 2 and MIN_COUNTS[3] == 1
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -70,7 +74,7 @@ def test_lookup_matches_the_reference(seed):
     answers = [rng.integers(0, vocab, size=int(rng.integers(1, 30))).tolist() for _ in range(12)]
     width = 5
     table = build_ngram_table(answers, vocab_size=vocab, width=width)
-    expected_table = reference_table(answers, min_count=2, width=width)
+    expected_table = reference_table(answers, width=width)
     texts = rng.integers(0, vocab, size=(40, 12))
     lengths = rng.integers(1, 13, size=40)
     draft, found = ngram_draft(table, mx.array(texts), mx.array(lengths), width)
@@ -94,7 +98,8 @@ def test_keys_stay_exact_for_large_vocabularies():
     big = 128_000
     table = build_ngram_table([[big, 5, 7, 9]] * 2 + [[big + 1, 5, 7, 8]], vocab_size=128_256)
     draft, found = ngram_draft(table, mx.array([[big, 5, 7], [big + 1, 5, 7]]), mx.array([3, 3]), 1)
-    assert found.tolist() == [True, True] and draft.tolist() == [[9], [9]]  # "5 7" -> 9 (2 of 3)
+    # The 3-grams differ only in a token near the top of the vocabulary.
+    assert found.tolist() == [True, True] and draft.tolist() == [[9], [8]]
 
 
 def test_the_lookup_beam_falls_back_to_the_table_only_where_the_context_has_nothing():
