@@ -1,6 +1,7 @@
 """The shipped drafter's distillation data (`drafters/smollm2-135m/distill.jsonl.gz`, see its
 TRAINING.md): the embedded LLM's own greedy answers to the shipped training prompts, and to
-no eval prompt, so `redrafter train --skip-distill --distill-data` on it reproduces the drafter."""
+no eval prompt, so `redrafter train --skip-distill --distill-data` on it reproduces the drafter
+and its n-gram table."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import pytest
 import redrafter_mlx
 from redrafter_mlx.data import follow_up_turns, load_prompts
 from redrafter_mlx.distill import first_user_message, read_distill_file
+from redrafter_mlx.ngrams import build_ngram_table, load_ngram_table
 from redrafter_mlx.prompting import encode_prompt
+from redrafter_mlx.training import TrainConfig, split_records
 
 DATA = Path(redrafter_mlx.__file__).parent / "drafters" / "smollm2-135m" / "distill.jsonl.gz"
 TRAIN_SPLITS = ("train", "train-extra", "train-written")
@@ -49,3 +52,13 @@ def test_answers_are_the_llms_greedy_continuations(records, embedded):
         matches += int((predicted == np.array(record.response_ids)).sum())
         total += len(record.response_ids)
     assert matches >= 0.99 * total
+
+
+def test_the_shipped_ngram_table_is_built_from_this_data(records):
+    """The table beside it is what `redrafter train` builds from this data's training split,
+    and the drafter folder stays within the 40 MB the repository allows."""
+    shipped = load_ngram_table(DATA.parent)
+    train, _ = split_records(records, TrainConfig.holdout_fraction)
+    rebuilt = build_ngram_table([r.response_ids for r in train], shipped.vocab_size)
+    assert mx.array_equal(shipped.keys, rebuilt.keys) and mx.array_equal(shipped.drafts, rebuilt.drafts)
+    assert sum(f.stat().st_size for f in DATA.parent.iterdir()) <= 40 * 2**20
