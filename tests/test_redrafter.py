@@ -144,8 +144,11 @@ def test_cache_is_reusable_for_a_second_turn(embedded, embedded_runs):
 
 
 def test_at_most_one_host_read_per_step(embedded, monkeypatch):
-    """Count every way MLX can hand a value to Python while ReDrafter decodes."""
+    """Count every way MLX can hand a value to Python while ReDrafter decodes (the lookup
+    with the shipped n-gram table included)."""
     drafter = random_drafter(49152, 576)
+    drafter.ngrams = load_drafter_for(embedded, None).ngrams
+    assert drafter.ngrams is not None
     ids = encode_prompt(embedded.tokenizer, PROMPTS[1])
     reads = Counter()
 
