@@ -111,6 +111,9 @@ def test_the_lookup_beam_falls_back_to_the_table_only_where_the_context_has_noth
     merged = with_lookup_beam(beams, text, mx.array([3, 5]), table)
     assert merged.tolist() == [[[4, 1, 1], [4, 5, 6]], [[4, 1, 1], [4, 8, 9]]]
     assert with_lookup_beam(beams, text, mx.array([3, 5])).tolist()[0] == beams.tolist()[0]
+    # A single beam is the drafter's best guess: the table does not displace it.
+    alone = with_lookup_beam(beams[:, :1], text, mx.array([3, 5]), table)
+    assert alone.tolist() == [[[4, 1, 1]], [[4, 8, 9]]]
 
 
 def tiny_drafter() -> Drafter:
