@@ -37,8 +37,11 @@ WIDTH = 4  # continuation tokens kept per n-gram: drafts for beams of the defaul
 
 
 def longest_ngram(vocab_size: int) -> int:
-    """Largest n <= MAX_NGRAM whose keys fit in int64."""
-    return min(MAX_NGRAM, int(63 * math.log(2) / math.log(vocab_size + 1)))
+    """Largest n <= MAX_NGRAM whose keys fit in int64 (exact integer arithmetic)."""
+    n = 1
+    while n < MAX_NGRAM and (vocab_size + 1) ** (n + 1) < 2**63:
+        n += 1
+    return n
 
 
 @dataclass(frozen=True)
@@ -138,9 +141,9 @@ def ngram_draft(table: NgramTable, context: mx.array, length: mx.array, width: i
     batch = context.shape[0]
     if table.keys.shape[0] == 0:
         return mx.zeros((batch, width), dtype=mx.int32), mx.zeros((batch,), dtype=mx.bool_)
-    orders = range(MIN_NGRAM, longest_ngram(table.vocab_size) + 1)
-    length = length.astype(mx.int32).reshape(batch, 1)
     last = longest_ngram(table.vocab_size)
+    orders = range(MIN_NGRAM, last + 1)
+    length = length.astype(mx.int32).reshape(batch, 1)
     tail = mx.take_along_axis(context, mx.maximum(length - last + mx.arange(last)[None], 0), axis=1)
     tail = tail.astype(mx.int64) + 1
     # One key per order n, all searched at once: fewer, larger ops than one search per n.

@@ -95,6 +95,7 @@ def test_drafts_longer_than_the_stored_width_end_in_zeros():
 
 def test_keys_stay_exact_for_large_vocabularies():
     assert longest_ngram(49152) == 4 and longest_ngram(128256) == 3
+    assert longest_ngram(2**21 - 2) == 3 and longest_ngram(2**21 - 1) == 2  # (V + 1)^3 = 2^63 overflows
     big = 128_000
     table = build_ngram_table([[big, 5, 7, 9]] * 2 + [[big + 1, 5, 7, 8]], vocab_size=128_256)
     draft, found = ngram_draft(table, mx.array([[big, 5, 7], [big + 1, 5, 7]]), mx.array([3, 3]), 1)
