@@ -6,10 +6,9 @@ LLM answers in set phrases, though ("Here is a", "Let me know if you"), and its 
 answers record them: for every n-gram (n = 2..4) that occurs in those answers (4-grams: at
 least twice), `build_ngram_table` keeps the continuation they most often took (the most
 frequent next token, then the most frequent one after that among the answers that agreed,
-and so on). A
-drafter folder may ship this table (`ngrams.safetensors`); decoding and replay then use it
-where the context lookup fails (REST, He et al. 2023, retrieves drafts from a datastore the
-same way). 1-grams were measured to gain nothing.
+and so on). A drafter folder may ship this table (`ngrams.safetensors`); decoding and
+replay then use it where the context lookup fails (REST, He et al. 2023, retrieves drafts
+from a datastore the same way). 1-grams were measured to gain nothing.
 
 Keys are exact: an n-gram t_1..t_n is the integer sum (t_i + 1) * base^(n-i) with base =
 vocab_size + 1, so n-grams of different n never collide; n stops where that would overflow
