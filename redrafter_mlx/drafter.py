@@ -200,6 +200,14 @@ class Drafter(nn.Module):
     def is_trimmed(self) -> bool:
         return self.config.token_subset_size is not None
 
+    def rebuilt(self, config: DrafterConfig, weights: list[tuple[str, mx.array]]) -> Drafter:
+        """A drafter of `config` holding `weights` that keeps what travels with this one
+        besides its parameters: the token subset and the n-gram table."""
+        out = Drafter(config, self.get("token_ids"))
+        out.ngrams = self.ngrams
+        out.load_weights(weights)
+        return out
+
     def init_state(
         self, batch_shape: tuple[int, ...] = (), dtype: mx.Dtype = mx.float32
     ) -> mx.array:

@@ -74,11 +74,12 @@ def load_ngram_table(folder: str | Path) -> NgramTable | None:
         raise ValueError(f"{path}: not an n-gram table ({type(err).__name__}: {err})") from None
 
 
-def encode(windows: np.ndarray, base: int) -> np.ndarray:
-    """(M, n) token windows -> (M,) int64 exact keys."""
-    keys = np.zeros(len(windows), dtype=np.int64)
-    for column in windows.T.astype(np.int64):
-        keys = keys * base + column + 1
+def encode(windows: np.ndarray | mx.array, base: int) -> np.ndarray | mx.array:
+    """(M, n) int64 token windows -> (M,) exact keys; the same formula for the numpy table
+    build and the lazy MLX lookup, so the two cannot drift apart."""
+    keys = windows[:, 0] + 1
+    for i in range(1, windows.shape[1]):
+        keys = keys * base + windows[:, i] + 1
     return keys
 
 
@@ -144,15 +145,9 @@ def ngram_draft(table: NgramTable, context: mx.array, length: mx.array, width: i
     orders = range(MIN_NGRAM, last + 1)
     length = length.astype(mx.int32).reshape(batch, 1)
     tail = mx.take_along_axis(context, mx.maximum(length - last + mx.arange(last)[None], 0), axis=1)
-    tail = tail.astype(mx.int64) + 1
+    tail = tail.astype(mx.int64)
     # One key per order n, all searched at once: fewer, larger ops than one search per n.
-    keys = []
-    for n in orders:
-        key = tail[:, last - n]
-        for i in range(last - n + 1, last):
-            key = key * table.base + tail[:, i]
-        keys.append(key)
-    query = mx.stack(keys, axis=1)  # (B, orders)
+    query = mx.stack([encode(tail[:, last - n :], table.base) for n in orders], axis=1)  # (B, orders)
     index = _search_sorted(table.keys, query)
     hit = (table.keys[index] == query) & (length >= mx.array(list(orders))[None])
     longest = (len(orders) - 1) - mx.argmax(hit[:, ::-1], axis=1)  # the last (longest) hit

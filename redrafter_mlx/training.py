@@ -431,13 +431,10 @@ def decode_eval(
 def save_drafter_as(drafter: Drafter, out_dir: str | Path, dtype: str = "float32") -> Path:
     """`save_drafter` with floating weights cast to `dtype` (load_drafter casts back)."""
     target = getattr(mx, dtype)
-    copy = Drafter(drafter.config, drafter.get("token_ids"))
-    copy.ngrams = drafter.ngrams
-    copy.load_weights([
+    return save_drafter(drafter.rebuilt(drafter.config, [
         (k, v.astype(target) if mx.issubdtype(v.dtype, mx.floating) else v)
         for k, v in tree_flatten(drafter.parameters())
-    ])
-    return save_drafter(copy, out_dir)
+    ]), out_dir)
 
 
 def untie_head(drafter: Drafter, embedding: Embedding) -> Drafter:
@@ -454,11 +451,9 @@ def untie_head(drafter: Drafter, embedding: Embedding) -> Drafter:
     if not isinstance(table, mx.array):
         raise TypeError("untie_head needs a float embedding table")
     config = replace(drafter.config, head_tied=False)
-    out = Drafter(config, drafter.get("token_ids"))
-    out.ngrams = drafter.ngrams
     weights = {k: v for k, v in tree_flatten(drafter.parameters()) if not k.startswith("head_proj")}
     weights[f"lm_head.{config.num_draft_layers}.weight"] = table.astype(mx.float32) @ drafter.head_proj.weight
-    out.load_weights(list(weights.items()))
+    out = drafter.rebuilt(config, list(weights.items()))
     mx.eval(out.parameters())
     return out
 
