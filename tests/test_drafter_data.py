@@ -12,14 +12,13 @@ import numpy as np
 import pytest
 
 import redrafter_mlx
-from redrafter_mlx.data import follow_up_turns, load_prompts
+from redrafter_mlx.data import TRAIN_SPLITS, follow_up_turns, load_prompts
 from redrafter_mlx.distill import first_user_message, read_distill_file
 from redrafter_mlx.ngrams import build_ngram_table, load_ngram_table
 from redrafter_mlx.prompting import encode_prompt
 from redrafter_mlx.training import TrainConfig, split_records
 
 DATA = Path(redrafter_mlx.__file__).parent / "drafters" / "smollm2-135m" / "distill.jsonl.gz"
-TRAIN_SPLITS = ("train", "train-extra", "train-written")
 
 
 @pytest.fixture(scope="module")

