@@ -60,7 +60,7 @@ def eval_prompt_ids(tokenizer, count: int) -> list[list[int]]:
 def train(
     out: Annotated[Path, typer.Option("--out", "-o", help="Drafter folder to write (config.json + model.safetensors; work files in OUT/training/).")],
     model: ModelOpt = DEFAULT_MODEL,
-    prompts: Annotated[Path | None, typer.Option("--prompts", help="Training prompts JSONL (default: the shipped training splits: train, train-extra, train-written, train-written-2). Follow-up turns are distilled alone, after all first turns.")] = None,
+    prompts: Annotated[Path | None, typer.Option("--prompts", help="Training prompts JSONL (default: every shipped training split, data.TRAIN_SPLITS). Follow-up turns are distilled alone, after all first turns.")] = None,
     distill_data: Annotated[Path | None, typer.Option("--distill-data", help="Distillation JSONL to use/extend (default OUT/training/distill.jsonl); a .jsonl.gz is read-only (with --skip-distill).")] = None,
     max_prompts: Annotated[int, typer.Option("--max-prompts", min=1, help="Prompts to distil.")] = 600,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Answer length cap.")] = 128,
@@ -182,7 +182,7 @@ def train(
 
 
 def _shipped_train_splits() -> list[list[dict]]:
-    """The shipped training prompts: the train split, its extra draw, then the two hand-written
+    """The shipped training prompts: the train split, its extra draw, then the hand-written
     batches (the follow-up turns of all of them come last). Each is shuffled on its own, so
     `--max-prompts 3089` still picks exactly the train split and 8127 train + train-extra."""
     from redrafter_mlx.data import TRAIN_SPLITS, load_prompts

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
-from redrafter_mlx.data import CATEGORIES, SPLITS, TRAIN_SPLITS, follow_up_turns, load_prompts
+from redrafter_mlx.data import CATEGORIES, SPLITS, TRAIN_SPLITS, WRITTEN_SOURCES, follow_up_turns, load_prompts
 from redrafter_mlx.data import build_prompts as bp
 from redrafter_mlx.data.eval_set import RESERVED_TERMS
 
@@ -45,8 +46,12 @@ def test_categories(train, evals):
     assert set(tc) <= allowed and set(ec) <= allowed
 
 
-def test_training_splits_are_every_split_but_eval():
-    assert set(TRAIN_SPLITS) == set(SPLITS) - {"eval"}
+def test_every_shipped_prompt_file_is_a_split():
+    """A prompt file or hand-written batch in the package that no split names would be
+    silently left out of training."""
+    folder = Path(bp.__file__).parent
+    assert {p.name for p in folder.glob("train*_prompts.jsonl")} == {SPLITS[s] for s in TRAIN_SPLITS}
+    assert {p.name for p in folder.glob("handwritten_bulk*.jsonl")} == set(WRITTEN_SOURCES.values())
 
 
 @pytest.mark.parametrize("split", sorted(SPLITS))
@@ -123,7 +128,7 @@ def test_extra_split_is_a_larger_template_draw(train):
     assert {r["category"] for r in extra} == {r["category"] for r in train}
 
 
-@pytest.mark.parametrize("split", ["train-written", "train-written-2"])
+@pytest.mark.parametrize("split", WRITTEN_SOURCES)
 def test_written_splits_are_hand_written(split):
     written = load_prompts(split)
     assert len(written) >= 1000

@@ -3,7 +3,7 @@
 ``load_prompts("train")`` returns the training prompts (for distilling / training drafters),
 ``load_prompts("train-extra")`` a second, larger draw from the same templates (more data for
 the same purpose, no overlap with "train"), ``load_prompts("train-written")`` prompts written
-one at a time (no overlap with either; ``"train-written-2"`` is a second such batch),
+one at a time (no overlap with either; ``"train-written-2"`` and ``"-3"`` are later batches),
 ``load_prompts("eval")`` the held-out, hand-written
 evaluation prompts. Each record is a dict
 with ``id``, ``category``, ``prompt`` (the last user message), ``turns`` (every user message in
@@ -15,11 +15,13 @@ from __future__ import annotations
 import json
 from importlib import resources
 
-SPLITS = {"train": "train_prompts.jsonl", "train-extra": "train_extra_prompts.jsonl",
-          "train-written": "train_written_prompts.jsonl", "train-written-2": "train_written_2_prompts.jsonl",
-          "eval": "eval_prompts.jsonl"}
+# Hand-written training batches, in order: split -> its source file in this folder. A new batch
+# is one more line here (its own split, so the ids of answers distilled before never change).
+WRITTEN_SOURCES = {"train-written": "handwritten_bulk.jsonl", "train-written-2": "handwritten_bulk_2.jsonl",
+                   "train-written-3": "handwritten_bulk_3.jsonl"}
 # What a drafter may be trained on, in `redrafter train`'s default order: every split but eval.
-TRAIN_SPLITS = ("train", "train-extra", "train-written", "train-written-2")
+TRAIN_SPLITS = ("train", "train-extra", *WRITTEN_SOURCES)
+SPLITS = {split: f"{split.replace('-', '_')}_prompts.jsonl" for split in (*TRAIN_SPLITS, "eval")}
 CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
 
 
@@ -60,4 +62,4 @@ def balanced_subset(records: list[dict], n: int) -> list[dict]:
     return picked
 
 
-__all__ = ["CATEGORIES", "SPLITS", "TRAIN_SPLITS", "balanced_subset", "follow_up_turns", "load_prompts"]
+__all__ = ["CATEGORIES", "SPLITS", "TRAIN_SPLITS", "WRITTEN_SOURCES", "balanced_subset", "follow_up_turns", "load_prompts"]

