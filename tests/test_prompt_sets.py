@@ -174,4 +174,6 @@ def test_check_written_lists_every_problem_of_a_new_batch(tmp_path):
     problems = bp.check_written([batch])
     assert [p.split(":")[1] for p in problems] == ["2", "3", "4", "5"]
     assert "rejected (exact)" in problems[0] and "rejected (duplicate)" in problems[1]
+    with pytest.raises(ValueError, match="rejected \\(exact\\)"):  # the build refuses what the check reports
+        bp.build_train_written([], str(batch), "train-written-x")
     assert bp.main(["--check", str(batch)]) == 1

@@ -41,7 +41,7 @@ import sys
 import unicodedata
 import zipfile
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from . import SPLITS, TRAIN_SPLITS, WRITTEN_SOURCES, load_prompts
@@ -311,50 +311,47 @@ def build_train_extra(train: list[dict], scale: int = EXTRA_SCALE) -> list[dict]
     return [{"id": f"train-extra-{i:05d}", **rec} for i, rec in enumerate(items)]
 
 
-def build_train_written(earlier: list[dict], source: str, split: str) -> list[dict]:
-    """The bulk hand-written prompts of `source` (one ``{"category", "turns"}`` per line),
-    checked by the leakage guard and against every prompt of `earlier`, shuffled and given
-    ids ``<split>-00000``... Why: more answers to the same templates taught the drafter those
-    templates' answers and little else; prompts written one at a time, in many shapes, are
-    closer to what users (and the eval set) ask. A later batch gets its own file and split,
-    so the ids of the answers already distilled stay what they were."""
-    col = _Collector(_eval_guard(), taken=earlier)
-    lines = (DATA_DIR / source).read_text(encoding="utf-8").splitlines()
-    for n, line in enumerate(lines, 1):
-        entry = json.loads(line)
-        if entry["category"] not in ALL_CATEGORIES:
-            raise ValueError(f"{source}:{n}: unknown category {entry['category']!r}")
-        why = col.try_add(entry["category"], entry["turns"], "handwritten")
+def _add_written(col: _Collector, path: Path) -> Iterator[str]:
+    """Offer each line of a hand-written batch file (one ``{"category", "turns"}`` per line) to
+    `col`; yield a one-line problem for every line it cannot take."""
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            entry = json.loads(line)
+            category, turns = entry["category"], entry["turns"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            yield f"{path}:{n}: not a JSON object with \"category\" and \"turns\""
+            continue
+        if (category not in ALL_CATEGORIES or not isinstance(turns, list) or not 1 <= len(turns) <= 2
+                or not all(isinstance(t, str) and t.strip() for t in turns)):
+            yield f"{path}:{n}: needs a known category and 1-2 non-empty turns"
+            continue
+        why = col.try_add(category, turns, "handwritten")
         if why is not None:
-            raise ValueError(f"{source}:{n}: hand-written prompt rejected ({why}): {entry['turns'][0]!r}")
+            yield f"{path}:{n}: hand-written prompt rejected ({why}): {turns[0][:80]!r}"
+
+
+def build_train_written(earlier: list[dict], source: str, split: str) -> list[dict]:
+    """The bulk hand-written prompts of `source`, checked by the leakage guard and against
+    every prompt of `earlier`, shuffled and given ids ``<split>-00000``... Why: more answers to
+    the same templates taught the drafter those templates' answers and little else; prompts
+    written one at a time, in many shapes, are closer to what users (and the eval set) ask. A
+    later batch gets its own file and split, so the ids of the answers already distilled stay
+    what they were."""
+    col = _Collector(_eval_guard(), taken=earlier)
+    for problem in _add_written(col, DATA_DIR / source):
+        raise ValueError(problem)
     items = col.items
     random.Random(f"{SEED}:{split.removeprefix('train-')}-shuffle").shuffle(items)
     return [{"id": f"{split}-{i:05d}", **rec} for i, rec in enumerate(items)]
 
 
 def check_written(paths: Iterable[Path | str]) -> list[str]:
-    """Every problem in new hand-written batch files (one ``{"category", "turns"}`` per line),
-    one line each: the schema, the leakage guard, and duplicates of a shipped training prompt
-    or of each other. Why: writers check their own file before it becomes a split, where the
-    build would stop at the first problem (``--check``; WRITERS_BRIEF.md)."""
+    """Every problem in new hand-written batch files, one line each: the schema, the leakage
+    guard, and duplicates of a shipped training prompt or of each other. Why: writers check
+    their own file before it becomes a split, where the build would stop at the first problem
+    (``--check``; WRITERS_BRIEF.md)."""
     col = _Collector(_eval_guard(), taken=[r for split in TRAIN_SPLITS for r in load_prompts(split)])
-    problems = []
-    for path in paths:
-        for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-            try:
-                entry = json.loads(line)
-                category, turns = entry["category"], entry["turns"]
-            except (json.JSONDecodeError, KeyError, TypeError):
-                problems.append(f"{path}:{n}: not a JSON object with \"category\" and \"turns\"")
-                continue
-            if (category not in ALL_CATEGORIES or not isinstance(turns, list) or not 1 <= len(turns) <= 2
-                    or not all(isinstance(t, str) and t.strip() for t in turns)):
-                problems.append(f"{path}:{n}: needs a known category and 1-2 non-empty turns")
-                continue
-            why = col.try_add(category, turns, "handwritten")
-            if why is not None:
-                problems.append(f"{path}:{n}: rejected ({why}): {turns[0][:80]!r}")
-    return problems
+    return [problem for path in paths for problem in _add_written(col, Path(path))]
 
 
 def _dump(items: list[dict]) -> str:
