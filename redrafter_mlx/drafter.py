@@ -282,6 +282,30 @@ def quantize_drafter(drafter: Drafter, bits: int = 4, group_size: int = 64) -> D
     return drafter
 
 
+def untie_head(drafter: Drafter, embedding: Embedding) -> Drafter:
+    """The same drafter with its tied head folded into an untied one, when it can be.
+
+    A tied head scores head_proj(x) @ table.T with table = E[token_ids] (K, hidden); the
+    untied equivalent has one weight table @ head_proj.weight (K, exit_dim). That saves the
+    per-beam-search gather of K embedding rows and one matmul per step, so drafters are
+    trained and stored tied (few parameters, a small file) and folded when loaded next to
+    their LLM. A quantized head or embedding is returned as it is: the tied head runs as is.
+    """
+    if not drafter.config.head_tied or drafter.config.quantization is not None:
+        return drafter
+    table = drafter.head_table(embedding)
+    if not isinstance(table, mx.array):
+        return drafter
+    config = replace(drafter.config, head_tied=False)
+    proj = drafter.head_proj.weight
+    weights = {k: v for k, v in tree_flatten(drafter.parameters()) if not k.startswith("head_proj")}
+    folded = table.astype(mx.float32) @ proj.astype(mx.float32)
+    weights[f"lm_head.{config.num_draft_layers}.weight"] = folded.astype(proj.dtype)
+    out = drafter.rebuilt(config, list(weights.items()))
+    mx.eval(out.parameters())
+    return out
+
+
 def save_drafter(drafter: Drafter, out_dir: str | Path) -> Path:
     """Write config.json and model.safetensors (reference key names) to out_dir, and the
     n-gram table when the drafter has one."""

