@@ -79,6 +79,7 @@ def test_greedy_redrafter_matches_autoregressive_with_the_shipped_drafter(
     embedded, embedded_runs, beam_width, beam_length, search_width
 ):
     drafter = load_drafter_for(embedded, None)  # the trained drafter shipped for this model
+    assert not drafter.config.head_tied  # stored tied, folded by the loader
     accepted = []
     for ids, expected, reason in embedded_runs:
         tokens, stats = collect(
