@@ -3,7 +3,7 @@
 ``load_prompts("train")`` returns the training prompts (for distilling / training drafters),
 ``load_prompts("train-extra")`` a second, larger draw from the same templates (more data for
 the same purpose, no overlap with "train"), ``load_prompts("train-written")`` prompts written
-one at a time (no overlap with either; ``"train-written-2"`` to ``"-5"`` are later batches),
+one at a time (no overlap with either; ``"train-written-2"`` to ``"-6"`` are later batches),
 ``load_prompts("eval")`` the held-out, hand-written
 evaluation prompts. Each record is a dict
 with ``id``, ``category``, ``prompt`` (the last user message), ``turns`` (every user message in
@@ -19,7 +19,8 @@ from importlib import resources
 # is one more line here (its own split, so the ids of answers distilled before never change).
 WRITTEN_SOURCES = {"train-written": "handwritten_bulk.jsonl", "train-written-2": "handwritten_bulk_2.jsonl",
                    "train-written-3": "handwritten_bulk_3.jsonl", "train-written-4": "handwritten_bulk_4.jsonl",
-                   "train-written-5": "handwritten_bulk_5.jsonl"}
+                   "train-written-5": "handwritten_bulk_5.jsonl",
+                   "train-written-6": "handwritten_bulk_6.jsonl"}
 # What a drafter may be trained on, in `redrafter train`'s default order: every split but eval.
 TRAIN_SPLITS = ("train", "train-extra", *WRITTEN_SOURCES)
 SPLITS = {split: f"{split.replace('-', '_')}_prompts.jsonl" for split in (*TRAIN_SPLITS, "eval")}
