@@ -18,6 +18,7 @@ from redrafter_mlx.drafter import (
     load_drafter,
     quantize_drafter,
     save_drafter,
+    untie_head,
 )
 
 
@@ -145,6 +146,25 @@ def test_tied_head_accepts_a_quantized_llm_embedding(trimmed):
     np.testing.assert_allclose(
         drafter.logits(h, s, quantized), drafter.logits(h, s, dequantized), rtol=1e-4, atol=1e-4
     )
+
+
+def test_untie_head_is_the_same_function():
+    h, s, table = inputs(64)
+    layer = nn.Embedding(64, 64)
+    layer.weight = table
+    config = DrafterConfig(vocab_size=64, hidden_size=64, num_draft_layers=1, rnn=True, head_tied=True,
+                           token_subset_size=40)
+    tied = Drafter(config, token_ids=mx.arange(63, 23, -1))
+    untied = untie_head(tied, layer)
+    assert not untied.config.head_tied and untied.config.token_subset_size == 40
+    np.testing.assert_allclose(untied.logits(h, s), tied.logits(h, s, layer), rtol=1e-4, atol=1e-4)
+    a, _ = beam_search(tied, layer, h[0], mx.array(5), 3, 4)
+    b, _ = beam_search(untied, layer, h[0], mx.array(5), 3, 4)
+    assert a.tolist() == b.tolist()
+    # No float rows to fold into with a quantized embedding: the tied head is kept, and runs.
+    quantized = nn.QuantizedEmbedding.from_embedding(layer, group_size=32, bits=8)
+    kept = untie_head(tied, quantized)
+    assert kept is tied and kept.logits(h, s, quantized).shape == (3, 40)
 
 
 CONFIGS = {

@@ -333,27 +333,6 @@ def test_cli_train_distils_trains_and_guards_out(tmp_path, write_tiny_folder):
     assert load_drafter(tuned).config == loaded.config  # not the defaults' exit 576 and 2 layers
 
 
-def test_untie_head_is_the_same_function():
-    from redrafter_mlx.drafter import untie_head
-
-    model, config = tiny()
-    ids = np.arange(40, dtype=np.int32)[::-1].copy()
-    tied = make_drafter(_cfg(head_tied=True, token_subset_size=40), config, model.embedding, ids)
-    tied.head_proj.weight = mx.random.normal(tied.head_proj.weight.shape)
-    untied = untie_head(tied, model.embedding)
-    assert not untied.config.head_tied and untied.config.token_subset_size == 40
-    h, s = mx.random.normal((3, 64)), mx.random.normal((3, 64))
-    np.testing.assert_allclose(np.array(untied.logits(h, s)), np.array(tied.logits(h, s, model.embedding)),
-                               rtol=1e-4, atol=1e-4)
-    a, _ = beam_search(tied, model.embedding, h[0], mx.array(5), 3, 4)
-    b, _ = beam_search(untied, model.embedding, h[0], mx.array(5), 3, 4)
-    assert a.tolist() == b.tolist()
-    # No float rows to fold into with a quantized embedding: the tied head is kept, and runs.
-    quantized = nn.QuantizedEmbedding.from_embedding(model.embedding, group_size=32, bits=8)
-    kept = untie_head(tied, quantized)
-    assert kept is tied and kept.logits(h, s, quantized).shape == (3, 40)
-
-
 def test_distill_sampler_is_greedy_on_temperature_zero_rows():
     from redrafter_mlx.distill import _sample
 
