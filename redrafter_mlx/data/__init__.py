@@ -17,10 +17,14 @@ from importlib import resources
 
 # Hand-written training batches, in order: split -> its source file in this folder. A new batch
 # is one more line here (its own split, so the ids of answers distilled before never change).
-WRITTEN_SOURCES = {"train-written": "handwritten_bulk.jsonl", "train-written-2": "handwritten_bulk_2.jsonl",
-                   "train-written-3": "handwritten_bulk_3.jsonl", "train-written-4": "handwritten_bulk_4.jsonl",
-                   "train-written-5": "handwritten_bulk_5.jsonl",
-                   "train-written-6": "handwritten_bulk_6.jsonl"}
+WRITTEN_SOURCES = {
+    "train-written": "handwritten_bulk.jsonl",
+    "train-written-2": "handwritten_bulk_2.jsonl",
+    "train-written-3": "handwritten_bulk_3.jsonl",
+    "train-written-4": "handwritten_bulk_4.jsonl",
+    "train-written-5": "handwritten_bulk_5.jsonl",
+    "train-written-6": "handwritten_bulk_6.jsonl",
+}
 # What a drafter may be trained on, in `redrafter train`'s default order: every split but eval.
 TRAIN_SPLITS = ("train", "train-extra", *WRITTEN_SOURCES)
 SPLITS = {split: f"{split.replace('-', '_')}_prompts.jsonl" for split in (*TRAIN_SPLITS, "eval")}
