@@ -3,7 +3,7 @@
 ``load_prompts("train")`` returns the training prompts (for distilling / training drafters),
 ``load_prompts("train-extra")`` a second, larger draw from the same templates (more data for
 the same purpose, no overlap with "train"), ``load_prompts("train-written")`` prompts written
-one at a time (no overlap with either; ``"train-written-2"`` to ``"-6"`` are later batches),
+one at a time (no overlap with either; ``"train-written-2"`` to ``"-7"`` are later batches),
 ``load_prompts("eval")`` the held-out, hand-written
 evaluation prompts. Each record is a dict
 with ``id``, ``category``, ``prompt`` (the last user message), ``turns`` (every user message in
@@ -24,6 +24,7 @@ WRITTEN_SOURCES = {
     "train-written-4": "handwritten_bulk_4.jsonl",
     "train-written-5": "handwritten_bulk_5.jsonl",
     "train-written-6": "handwritten_bulk_6.jsonl",
+    "train-written-7": "handwritten_bulk_7.jsonl",
 }
 # What a drafter may be trained on, in `redrafter train`'s default order: every split but eval.
 TRAIN_SPLITS = ("train", "train-extra", *WRITTEN_SOURCES)
