@@ -16,12 +16,13 @@ import mlx.core as mx
 from mlx_lm.sample_utils import make_sampler
 
 from .acceptance import accept
-from .beam_search import DEFAULT_SEARCH_WIDTH, beam_search
+from .beam_search import DEFAULT_SEARCH_WIDTH
 from .cache import KVCache
 from .drafter import Drafter
-from .lookup import TextBuffer, with_lookup_beam
+from .drafting import TreeShape, make_draft_fn
+from .lookup import TextBuffer
 from .models.llama import Model
-from .tree_attention import bucket, pack, tree_layout, verify_mask
+from .tree_attention import bucket, pack, verify_mask
 from .profiling.timers import PhaseTimer
 
 Sampler = Callable[[mx.array], mx.array]  # log-probs (..., V) -> token ids (...)
@@ -173,6 +174,7 @@ def generate_redrafter(
     lookup: bool = True,
     context: Sequence[int] = (),
     timer: PhaseTimer | None = None,
+    verify_lengths: Sequence[int] | None = None,
 ) -> Iterator[Step]:
     """ReDrafter decoding (paper Sec. 3.4): every step emits 1..beam_length tokens.
 
@@ -187,9 +189,10 @@ def generate_redrafter(
     step fetches the accepted tokens together with the next tree's packed length. Same
     interface and cache contract as `generate_ar`; `context` holds the tokens before
     `prompt` that the cache already has (earlier turns), for the lookup only.
+    `verify_lengths[c]`: the length a tree of c unique tokens is padded to for the verify
+    pass (a calibration's cheapest length >= c, `tuning.py`); default: `bucket`.
     """
-    if beam_width < 1 or beam_length < 1:
-        raise ValueError(f"beam width and length must be >= 1, got {beam_width} and {beam_length}")
+    shape = TreeShape(beam_width, beam_length, max(search_width or 0, beam_width))
     sampler = sampler or make_greedy_or_sampler()
     cache = cache if cache is not None else model.make_cache()
     timer = timer or PhaseTimer()
@@ -197,19 +200,18 @@ def generate_redrafter(
     if max_tokens <= 0:
         return
     start_length = cache.length
-    limit = 1 + beam_width * (beam_length - 1)
+    limit = shape.max_packed
+    padded = list(verify_lengths) if verify_lengths else [bucket(c, limit) for c in range(limit + 1)]
     before = dict(timer.totals)
-    text = TextBuffer([*context, *prompt], max_tokens + 2 * beam_length) if lookup else None
+    # The lookup's context; without the lookup an empty buffer keeps the draft's inputs uniform.
+    text = TextBuffer([*context, *prompt], max_tokens + 2 * beam_length) if lookup else TextBuffer([], 1)
+    draft_fn = make_draft_fn(drafter, model.embedding, shape, top_k=top_k, lookup=lookup)
 
     def draft(hidden: mx.array, token: mx.array, emitted: mx.array, count: mx.array | int):
         """The next tree, once emitted[:count] (lazy; emitted ends with `token`) joins the text."""
-        beams, _ = beam_search(drafter, model.embedding, hidden, token, beam_width, beam_length, top_k,
-                               search_width)
-        if text is not None:
+        if lookup:
             text.stage(emitted)
-            length = mx.array([text.length], mx.int32) + count
-            beams = with_lookup_beam(beams[None], text.tokens, length, drafter.ngrams)[0]
-        layout = tree_layout(beams)
+        beams, layout = draft_fn(hidden, token, text.tokens, mx.array([text.length], mx.int32) + count)
         timer.mark("draft", beams, layout.unpack_index)
         return beams, layout
 
@@ -227,11 +229,10 @@ def generate_redrafter(
             stats.finish_reason = "stop"
             return
         stats.num_tokens = 1
-        if text is not None:
-            text.commit(1)
+        text.commit(1)
         yield Step([first], stats)
         while stats.num_tokens < max_tokens:
-            packed = pack(beams, layout, bucket(count, limit))
+            packed = pack(beams, layout, padded[count])
             timer.mark("pack", packed.tokens, packed.mask)
             positions = (packed.depth + cache.length)[None]
             block = model(packed.tokens[None], cache, positions, verify_mask(packed.mask, cache.length))[0]
@@ -247,8 +248,7 @@ def generate_redrafter(
                 [result.accepted[None], result.emitted, layout.count[None]]
             ).tolist()
             cache.commit(accepted + 1)
-            if text is not None:
-                text.commit(accepted + 1)
+            text.commit(accepted + 1)
             stats.accepted_per_step.append(accepted + 1)
             new = emitted[: accepted + 1]
             stop = next((i for i, t in enumerate(new) if t in eos_ids), None)
@@ -277,6 +277,7 @@ def generate(
     lookup: bool = True,
     context: Sequence[int] = (),
     timer: PhaseTimer | None = None,
+    verify_lengths: Sequence[int] | None = None,
     **options,
 ) -> Iterator[Step]:
     """ReDrafter when a drafter is given, plain autoregressive decoding otherwise.
@@ -287,5 +288,6 @@ def generate(
         return generate_ar(model, prompt, **options)
     return generate_redrafter(
         model, drafter, prompt, beam_width=beam_width, beam_length=beam_length,
-        search_width=search_width, lookup=lookup, context=context, timer=timer, **options
+        search_width=search_width, lookup=lookup, context=context, timer=timer,
+        verify_lengths=verify_lengths, **options
     )

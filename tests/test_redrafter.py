@@ -14,6 +14,7 @@ from redrafter_mlx.decoding import generate_ar, generate_redrafter
 from redrafter_mlx.drafter import Drafter, DrafterConfig
 from redrafter_mlx.loading import load_drafter_for
 from redrafter_mlx.prompting import encode_prompt
+from redrafter_mlx.tree_attention import tree_layout
 
 from .conftest import random_model, tiny_config
 
@@ -91,14 +92,17 @@ def test_greedy_redrafter_matches_autoregressive_with_the_shipped_drafter(
     assert max(accepted) > 1  # the trained drafter really gets drafts accepted
 
 
-def oracle_search(answer: list[int]):
-    """A stand-in drafter that knows the greedy answer: beam 0 is right, the others diverge.
-
-    Beam 0 is always accepted whole, so the i-th search starts at answer[i * L].
+def oracle_draft(answer: list[int]):
+    """A stand-in draft phase (`make_draft_fn`) that knows the greedy answer: beam 0 is
+    right, the others diverge. Beam 0 is always accepted whole, so the i-th draft starts at
+    answer[i * L]. (Not compiled: it counts its calls in Python.)
     """
     calls = []
 
-    def search(drafter, embedding, hidden, token, width, length, top_k=50, search_width=None):
+    def make(drafter, embedding, shape, top_k=50, lookup=True):
+        return lambda hidden, token, text, length: draft(shape.beam_width, shape.beam_length)
+
+    def draft(width, length):
         start = len(calls) * length
         calls.append(start)
         future = (answer + [0] * (start + length))[start : start + length]
@@ -108,9 +112,10 @@ def oracle_search(answer: list[int]):
             cut = 1 + w % max(length - 1, 1) if w else length  # shared prefix, then wrong
             row[cut:] = [(t + w) % 500 + 1 for t in row[cut:]]
             rows.append(row)
-        return mx.array(rows, dtype=mx.int32), mx.zeros((width,))
+        beams = mx.array(rows, dtype=mx.int32)
+        return beams, tree_layout(beams)
 
-    return search
+    return make
 
 
 @pytest.mark.parametrize("max_tokens", [7, 9, 30])  # 7 and 9 end mid-block, 30 at EOS
@@ -122,7 +127,7 @@ def test_multi_token_blocks_stop_at_eos_and_max_tokens_mid_block(
         stop = next((i for i, t in enumerate(answer) if t in eos), len(answer))
         full = answer[: min(stop, max_tokens)]  # what greedy AR emits
         cache = embedded.model.make_cache()
-        monkeypatch.setattr(decoding, "beam_search", oracle_search(answer))
+        monkeypatch.setattr(decoding, "make_draft_fn", oracle_draft(answer))
         tokens, stats = collect(
             generate_redrafter(embedded.model, random_drafter(8, 576), ids, beam_width=3, beam_length=4,
                                max_tokens=max_tokens, eos_ids=eos, cache=cache)

@@ -1,0 +1,77 @@
+"""The draft phase of a ReDrafter step as one compiled function of fixed shape.
+
+Drafting is many small ops (the beam search's L - 1 drafter steps, the choice of the W
+beams to verify, the context lookup, the prefix tree's layout), so its cost on a CPU is
+partly per-op dispatch. `mx.compile` traces the whole phase once per tree shape and then
+replays it without Python. Shapes depend only on (W, S, L, top-k) and the text buffer's
+size, so a generation traces it once. Nothing here reads the device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import mlx.core as mx
+
+from .beam_search import beam_search
+from .drafter import Drafter, Embedding
+from .lookup import with_lookup_beam
+from .tree_attention import TreeLayout, tree_layout
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """The candidate tree a step verifies: W beams of L tokens (the guaranteed one included),
+    chosen among the S beams the drafter's search keeps (S <= W: the paper's search)."""
+
+    beam_width: int
+    beam_length: int
+    search_width: int
+
+    def __post_init__(self) -> None:
+        if min(self.beam_width, self.beam_length, self.search_width) < 1:
+            raise ValueError(
+                f"beam width, beam length and search width must be >= 1, got "
+                f"{self.beam_width}, {self.beam_length} and {self.search_width}"
+            )
+
+    @property
+    def max_packed(self) -> int:
+        """Most tokens the packed tree can hold: the root and W * (L - 1) drafted tokens."""
+        return 1 + self.beam_width * (self.beam_length - 1)
+
+    def __str__(self) -> str:
+        return f"W={self.beam_width} L={self.beam_length} S={self.search_width}"
+
+
+# (hidden (D,), guaranteed token (), text (1, N) int32, text length (1,) int32) -> (beams (W, L), layout)
+DraftFn = Callable[[mx.array, mx.array, mx.array, mx.array], tuple[mx.array, TreeLayout]]
+
+
+def make_draft_fn(
+    drafter: Drafter, embedding: Embedding, shape: TreeShape, *, top_k: int = 50, lookup: bool = True
+) -> DraftFn:
+    """The compiled draft phase for one tree shape.
+
+    The returned function maps the LLM's state after the guaranteed token (hidden (D,),
+    token ()) and the decoded text so far (a (1, N) buffer valid up to length (1,)) to the
+    W beams to verify (W, L) int32 and their `TreeLayout`. The drafter's weights are
+    captured as constants: build a new function after changing them.
+    """
+
+    def draft(hidden: mx.array, token: mx.array, text: mx.array, length: mx.array):
+        beams, _ = beam_search(drafter, embedding, hidden, token, shape.beam_width, shape.beam_length,
+                               top_k, shape.search_width)
+        if lookup:
+            beams = with_lookup_beam(beams[None], text, length, drafter.ngrams)[0]
+        layout = tree_layout(beams)
+        return beams, layout.unpack_index, layout.owner, layout.count
+
+    compiled = mx.compile(draft)
+
+    def run(hidden: mx.array, token: mx.array, text: mx.array, length: mx.array) -> tuple[mx.array, TreeLayout]:
+        beams, unpack_index, owner, count = compiled(hidden, token, text, length)
+        return beams, TreeLayout(unpack_index, owner, count)
+
+    return run
