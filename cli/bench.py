@@ -12,6 +12,7 @@ from rich.table import Table
 from redrafter_mlx import runtime
 from redrafter_mlx.data import balanced_subset, load_prompts
 from redrafter_mlx.drafter import Drafter
+from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.loading import DEFAULT_MODEL, LoadedModel, load, load_drafter_for
 from redrafter_mlx.profiling import bench as runner
 from redrafter_mlx.profiling.verify_cost import verify_cost as measure_verify_cost
@@ -21,17 +22,30 @@ from redrafter_mlx.replay import record_answers, replay
 from .app import app, console, friendly_errors, print_json
 from .generate import check_decoding, read_prompts
 from .options import (
-    DEFAULT_SEARCH_WIDTH, BeamLengthOpt, BeamWidthOpt, DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt, SearchWidthOpt,
-    LookupOpt, parse_sizes,
+    AdaptiveOpt,
+    BeamLengthOpt, BeamWidthOpt, DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt, SearchWidthOpt,
+    LookupOpt, parse_sizes, plan,
 )
 
 
+BENCH_PROMPTS = 16  # the bench's largest default slice; `tune` replays other prompts
+
+
+def eval_texts(num_prompts: int, for_tuning: bool = False) -> list[str]:
+    """A category-balanced slice of the held-out eval set; for tuning, one that avoids the
+    bench's first BENCH_PROMPTS prompts, so a tuned shape is not benched on its own data."""
+    records = load_prompts("eval")
+    if for_tuning:
+        benched = {r["prompt"] for r in balanced_subset(records, BENCH_PROMPTS)}
+        records = [r for r in records if r["prompt"] not in benched]
+    return [r["prompt"] for r in balanced_subset(records, num_prompts)]
+
+
 def setup(
-    model: str, drafter: str | None, dtype, prompts_file: Path | None, num_prompts: int
+    model: str, drafter: str | None, dtype, prompts_file: Path | None, num_prompts: int, for_tuning: bool = False
 ) -> tuple[LoadedModel, Drafter, list[list[int]]]:
     """Model, drafter and encoded prompts (default: a category-balanced slice of the eval set)."""
-    texts = (read_prompts(None, prompts_file) if prompts_file else
-             [r["prompt"] for r in balanced_subset(load_prompts("eval"), num_prompts)])[:num_prompts]
+    texts = (read_prompts(None, prompts_file) if prompts_file else eval_texts(num_prompts, for_tuning))[:num_prompts]
     loaded = load(model, dtype)
     draft_model = load_drafter_for(loaded, drafter, dtype)
     return loaded, draft_model, [encode_prompt(loaded.tokenizer, t, vicuna=loaded.is_vicuna) for t in texts]
@@ -42,10 +56,11 @@ def setup(
 def bench(
     model: ModelOpt = DEFAULT_MODEL,
     drafter: DrafterOpt = None,
-    beam_width: BeamWidthOpt = 3,
-    beam_length: BeamLengthOpt = 5,
-    search_width: SearchWidthOpt = DEFAULT_SEARCH_WIDTH,
+    beam_width: BeamWidthOpt = None,
+    beam_length: BeamLengthOpt = None,
+    search_width: SearchWidthOpt = None,
     lookup: LookupOpt = True,
+    adaptive: AdaptiveOpt = True,
     prompts_file: Annotated[
         Optional[Path], typer.Option("--prompts-file", help="JSON lines with 'prompt' (default: held-out eval set).")
     ] = None,
@@ -68,32 +83,38 @@ def bench(
         return show_verify_cost(model, dtype_, parse_sizes(verify_cost, "--verify-cost"), json_out)
     check_decoding("redrafter", beam_width, beam_length, search_width)
     loaded, draft_model, prompts = setup(model, drafter, dtype_, prompts_file, num_prompts)
+    found = plan(loaded, draft_model, dtype_, beam_width, beam_length, search_width, adaptive)
+    shape = found.shape
     if replay_only:
-        return show_replay(loaded, draft_model, prompts, beam_width, beam_length, search_width, lookup,
+        return show_replay(loaded, draft_model, prompts, shape, lookup,
                            max_tokens, json_out, {"model": model, "runtime": runtime.describe(dtype_)})
     console.print(f"[dim]{runtime.describe(dtype_)}; {len(prompts)} prompts, {max_tokens} max tokens, "
-                  f"{drafting(beam_width, beam_length, search_width, lookup)}[/dim]")
-    runner.warm_up(loaded, draft_model, beam_width, beam_length, search_width, lookup)
+                  f"{drafting(shape, lookup)}{'' if found.calibration else ' (not calibrated)'}[/dim]")
+    runner.warm_up(loaded, draft_model, lookup, **found.options())
     results = []
     with runner.scratch_dir() as scratch:
         if not skip_mlx_lm:
             results.append(runner.run_mlx_lm(runner.mlx_lm_folder(loaded, Path(scratch)), prompts, max_tokens))
     results.append(runner.run_ours(loaded, None, prompts, max_tokens))
-    results.append(runner.run_ours(loaded, draft_model, prompts, max_tokens, beam_width, beam_length, profile,
-                                   search_width, lookup))
-    report = summarise(results, beam_width * beam_length)
-    report |= {"model": model, "beam_width": beam_width, "beam_length": beam_length,
-               "search_width": search_width, "lookup": lookup, "prompts": len(prompts),
-               "max_tokens": max_tokens, "runtime": runtime.describe(dtype_)}
+    results.append(runner.run_ours(loaded, draft_model, prompts, max_tokens, profile=profile, lookup=lookup,
+                                   **found.options()))
+    report = summarise(results, shape.beam_width * shape.beam_length)
+    report |= {"model": model, "beam_width": shape.beam_width, "beam_length": shape.beam_length,
+               "search_width": shape.search_width, "lookup": lookup, "calibrated": found.calibration is not None,
+               "adaptive": found.adapt is not None,
+               "prompts": len(prompts), "max_tokens": max_tokens, "runtime": runtime.describe(dtype_)}
+    if found.calibration is not None:
+        report["expected_tokens_per_s"] = found.calibration.expected_tokens_per_s(shape) \
+            if shape in found.calibration.shapes else None
     if json_out:
         print_json(report)
     else:
         show(report)
 
 
-def drafting(beam_width: int, beam_length: int, search_width: int, lookup: bool) -> str:
+def drafting(shape: TreeShape, lookup: bool) -> str:
     """The drafting settings, as the bench's header line shows them."""
-    return f"W={beam_width} L={beam_length} S={search_width}{'' if lookup else ', no lookup'}"
+    return f"{shape}{'' if lookup else ', no lookup'}"
 
 
 def show_verify_cost(model: str, dtype, sizes: list[int], json_out: bool) -> None:
@@ -110,27 +131,27 @@ def show_verify_cost(model: str, dtype, sizes: list[int], json_out: bool) -> Non
     Console().print(table)
 
 
-def show_replay(loaded: LoadedModel, draft_model: Drafter, prompts: list[list[int]], beam_width: int,
-                beam_length: int, search_width: int, lookup: bool, max_tokens: int, json_out: bool,
-                about: dict) -> None:
+def show_replay(loaded: LoadedModel, draft_model: Drafter, prompts: list[list[int]], shape: TreeShape,
+                lookup: bool, max_tokens: int, json_out: bool, about: dict) -> None:
     """Tokens/step of greedy ReDrafter from `replay.replay`: equal to decoding's count (up to
     near-ties), without the per-step verify passes, so whole prompt sets are affordable."""
     console.print(f"[dim]{about['runtime']}; {len(prompts)} prompts, {max_tokens} max tokens, "
-                  f"{drafting(beam_width, beam_length, search_width, lookup)}, replayed[/dim]")
+                  f"{drafting(shape, lookup)}, replayed[/dim]")
     eos = loaded.tokenizer.eos_token_ids or []
     # beam_length - 1 tokens past the limit: the last step may accept drafts beyond it, as in decoding.
-    answers = record_answers(loaded.model, prompts, max_tokens + beam_length - 1, eos)
-    result = replay(draft_model, loaded.model.embedding, answers, beam_width=beam_width,
-                    beam_length=beam_length, search_width=search_width, max_tokens=max_tokens,
+    answers = record_answers(loaded.model, prompts, max_tokens + shape.beam_length - 1, eos)
+    result = replay(draft_model, loaded.model.embedding, answers, beam_width=shape.beam_width,
+                    beam_length=shape.beam_length, search_width=shape.search_width, max_tokens=max_tokens,
                     prompts=prompts, lookup=lookup)
-    report = about | {"beam_width": beam_width, "beam_length": beam_length, "search_width": search_width,
+    report = about | {"beam_width": shape.beam_width, "beam_length": shape.beam_length,
+                      "search_width": shape.search_width,
                       "lookup": lookup, "prompts": len(prompts),
                       "max_tokens": max_tokens, "tokens_per_step": result.tokens_per_step,
                       "steps": result.steps, "tokens": result.tokens}
     if json_out:
         return print_json(report)
     console.print(f"tokens/step {result.tokens_per_step:.3f} ({result.tokens} tokens in {result.steps} "
-                  f"steps, {len(prompts)} prompts, {drafting(beam_width, beam_length, search_width, lookup)})")
+                  f"steps, {len(prompts)} prompts, {drafting(shape, lookup)})")
 
 
 def summarise(results: list[runner.MethodResult], beam_cells: int) -> dict:
@@ -149,7 +170,7 @@ def summarise(results: list[runner.MethodResult], beam_cells: int) -> dict:
 
 def show(report: dict) -> None:
     table = Table(title=f"redrafter bench ({report['prompts']} prompts, W={report['beam_width']} "
-                        f"L={report['beam_length']})")
+                        f"L={report['beam_length']} S={report['search_width']})")
     for column in ("method", "tokens/s", f"x {report['baseline']}", "tokens/step", "compression",
                    "peak GB", "same as AR"):
         table.add_column(column, justify="right" if column != "method" else "left")

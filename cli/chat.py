@@ -16,8 +16,9 @@ from redrafter_mlx.loading import DEFAULT_MODEL, load, load_drafter_for
 from .app import app, console, friendly_errors
 from .generate import check_decoding
 from .options import (
-    DEFAULT_SEARCH_WIDTH, BeamLengthOpt, BeamWidthOpt, DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt, SearchWidthOpt,
-    LookupOpt, SeedOpt, SystemPromptOpt, TempOpt, TopKOpt, TopPOpt, VerboseOpt,
+    AdaptiveOpt,
+    BeamLengthOpt, BeamWidthOpt, DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt, SearchWidthOpt,
+    LookupOpt, SeedOpt, SystemPromptOpt, TempOpt, TopKOpt, TopPOpt, VerboseOpt, plan,
 )
 
 HELP = "/reset  forget the conversation   /stats  session totals   /help  this text   /quit  leave"
@@ -53,10 +54,11 @@ def answer(session: ChatSession, text: str, out) -> tuple[int, GenerationStats |
 def chat(
     model: ModelOpt = DEFAULT_MODEL,
     drafter: DrafterOpt = None,
-    beam_width: BeamWidthOpt = 3,
-    beam_length: BeamLengthOpt = 5,
-    search_width: SearchWidthOpt = DEFAULT_SEARCH_WIDTH,
+    beam_width: BeamWidthOpt = None,
+    beam_length: BeamLengthOpt = None,
+    search_width: SearchWidthOpt = None,
     lookup: LookupOpt = True,
+    adaptive: AdaptiveOpt = True,
     temp: TempOpt = 0.0,
     top_p: TopPOpt = 0.0,
     top_k: TopKOpt = 0,
@@ -73,11 +75,11 @@ def chat(
     if seed is not None:
         mx.random.seed(seed)
     loaded = load(model, dtype_)
+    draft_model = load_drafter_for(loaded, drafter, dtype_) if mode == "redrafter" else None
+    drafting = plan(loaded, draft_model, dtype_, beam_width, beam_length, search_width, adaptive) if draft_model else None
     session = ChatSession(
-        loaded, load_drafter_for(loaded, drafter, dtype_) if mode == "redrafter" else None,
-        system_prompt=system_prompt, sampler=make_greedy_or_sampler(temp, top_p, top_k),
-        max_tokens=max_tokens, beam_width=beam_width, beam_length=beam_length, search_width=search_width,
-        lookup=lookup,
+        loaded, draft_model, system_prompt=system_prompt, sampler=make_greedy_or_sampler(temp, top_p, top_k),
+        max_tokens=max_tokens, lookup=lookup, **(drafting.options() if drafting else {}),
     )
     interactive = sys.stdin.isatty()
     if verbose or interactive:

@@ -20,7 +20,7 @@ from redrafter_mlx.prompting import encode_prompt
 
 from .app import UsageError, app, console, friendly_errors, print_json
 from .options import (
-    DEFAULT_SEARCH_WIDTH,
+    AdaptiveOpt,
     BeamLengthOpt,
     BeamWidthOpt,
     DrafterOpt,
@@ -35,6 +35,7 @@ from .options import (
     TopKOpt,
     TopPOpt,
     VerboseOpt,
+    plan,
 )
 
 MODES = ("ar", "redrafter")
@@ -110,11 +111,11 @@ def generate_one(
     return tokens, detokenizer.text, stats
 
 
-def check_decoding(mode: str, beam_width: int, beam_length: int, search_width: int) -> None:
-    """Reject an unknown mode or an empty beam before anything is loaded."""
+def check_decoding(mode: str, beam_width: int | None, beam_length: int | None, search_width: int | None) -> None:
+    """Reject an unknown mode or an empty beam before anything is loaded (None: auto)."""
     if mode not in MODES:
         raise UsageError(f"--mode must be one of {', '.join(MODES)}")
-    if min(beam_width, beam_length, search_width) < 1:
+    if min(v for v in (beam_width, beam_length, search_width, 1) if v is not None) < 1:
         raise UsageError(f"--beam-width, --beam-length and --search-width must be >= 1 "
                          f"(got {beam_width}, {beam_length} and {search_width})")
 
@@ -137,10 +138,11 @@ def generate(
     dtype: DTypeOpt = None,
     mode: Annotated[str, typer.Option("--mode", help="redrafter | ar")] = "redrafter",
     drafter: DrafterOpt = None,
-    beam_width: BeamWidthOpt = 3,
-    beam_length: BeamLengthOpt = 5,
-    search_width: SearchWidthOpt = DEFAULT_SEARCH_WIDTH,
+    beam_width: BeamWidthOpt = None,
+    beam_length: BeamLengthOpt = None,
+    search_width: SearchWidthOpt = None,
     lookup: LookupOpt = True,
+    adaptive: AdaptiveOpt = True,
     profile: Annotated[bool, typer.Option("--profile", help="Per-phase timings (evaluates at phase ends).")] = False,
     trace: Annotated[Optional[Path], typer.Option("--trace", help="With --profile: write a Chrome trace JSON.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="One JSON object per prompt on stdout.")] = False,
@@ -156,6 +158,9 @@ def generate(
         mx.random.seed(seed)
     loaded = load(model, dtype_)
     draft_model = load_drafter_for(loaded, drafter, dtype_) if mode == "redrafter" else None
+    drafting = plan(loaded, draft_model, dtype_, beam_width, beam_length, search_width, adaptive) if draft_model else None
+    if drafting and verbose:
+        console.print(f"[dim]drafting {drafting.shape}{'' if drafting.calibration else ' (not calibrated)'}[/dim]")
     sampler = make_greedy_or_sampler(temp, top_p, top_k)
     timer = PhaseTimer(profile or trace is not None)
     for text_prompt in prompts:
@@ -169,10 +174,11 @@ def generate(
         mx.reset_peak_memory()
         tokens, text, stats = generate_one(
             loaded, ids, drafter=draft_model, stream=not json_out, max_tokens=max_tokens, sampler=sampler,
-            beam_width=beam_width, beam_length=beam_length, search_width=search_width, lookup=lookup, timer=timer,
+            lookup=lookup, timer=timer, **(drafting.options() if drafting else {}),
         )
         if json_out:
-            print_json(record(text_prompt, ids, tokens, text, stats, beam_width * beam_length))
+            cells = drafting.shape.beam_width * drafting.shape.beam_length if drafting else 1
+            print_json(record(text_prompt, ids, tokens, text, stats, cells))
         else:
             console.print(
                 f"[dim]Prompt: {stats.prompt_tokens} tokens, {stats.prompt_tps:.1f} tokens-per-sec\n"

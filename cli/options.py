@@ -6,10 +6,13 @@ from typing import Annotated, Optional
 
 import typer
 
+from redrafter_mlx import runtime
 from redrafter_mlx.beam_search import DEFAULT_SEARCH_WIDTH
-from redrafter_mlx.loading import DEFAULT_MODEL
+from redrafter_mlx.drafter import Drafter
+from redrafter_mlx.loading import DEFAULT_MODEL, LoadedModel
+from redrafter_mlx.tuning import DraftPlan, plan_drafting
 
-from .app import UsageError
+from .app import UsageError, console
 
 ModelOpt = Annotated[
     str,
@@ -29,17 +32,23 @@ DrafterOpt = Annotated[
     Optional[str],
     typer.Option("--drafter", "-d", help="Drafter folder or hub id (default: the one shipped for the model)."),
 ]
-BeamWidthOpt = Annotated[int, typer.Option("--beam-width", "-w", help="Beams drafted per step (W).")]
-BeamLengthOpt = Annotated[int, typer.Option("--beam-length", "-l", help="Tokens per beam incl. the guaranteed one (L).")]
-SearchWidthOpt = Annotated[int, typer.Option(
+AUTO = " Default: auto, the fastest tree `redrafter tune` measured for this model, drafter and device."
+BeamWidthOpt = Annotated[Optional[int], typer.Option("--beam-width", "-w", help="Beams verified per step (W)." + AUTO)]
+BeamLengthOpt = Annotated[Optional[int], typer.Option(
+    "--beam-length", "-l", help="Tokens per beam incl. the guaranteed one (L)." + AUTO)]
+SearchWidthOpt = Annotated[Optional[int], typer.Option(
     "--search-width", "-s",
     help="Beams the drafter's beam search keeps; the W verified are the ones that cover the most "
-         "drafter probability (at most W: the paper's beam search, all W verified).")]
+         "drafter probability (at most W: the paper's beam search, all W verified)." + AUTO)]
 LookupOpt = Annotated[bool, typer.Option(
     "--lookup/--no-lookup",
     help="Let a copy of what followed the text's last n-gram earlier (prompt or answer) take the "
          "last of the W beams when there is one, or else the drafter's stored continuation of it "
          "(its folder's ngrams.safetensors, when it has one).")]
+AdaptiveOpt = Annotated[bool, typer.Option(
+    "--adaptive/--static",
+    help="With a calibration and no --beam-length: choose each step's beam length from the acceptance "
+         "seen so far (long beams where the text repeats, short ones in open prose).")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Print device, dtype and BLAS.")]
 
 __all__ = ["DEFAULT_MODEL", "DEFAULT_SEARCH_WIDTH"]
@@ -54,3 +63,17 @@ def parse_sizes(text: str, name: str) -> list[int]:
     if not sizes or sizes[0] < 1:
         raise UsageError(f"{name}: values must be >= 1, got {text!r}")
     return sizes
+
+
+def plan(
+    loaded: LoadedModel, drafter: Drafter, dtype, beam_width: int | None, beam_length: int | None,
+    search_width: int | None, adaptive: bool = True, quiet: bool = False,
+) -> DraftPlan:
+    """The drafting plan for the loaded pair; says once on stderr when it is not calibrated."""
+    found = plan_drafting(loaded.source, drafter.source, runtime.device_name(), runtime.dtype_name(dtype),
+                          beam_width, beam_length, search_width, adaptive)
+    if found.calibration is None and None in (beam_width, beam_length, search_width) and not quiet:
+        console.print(f"[dim]no calibration for this model and drafter on {runtime.device_name()}/"
+                      f"{runtime.dtype_name(dtype)}: drafting {found.shape}; `redrafter tune` measures "
+                      f"the fastest tree for this machine[/dim]")
+    return found

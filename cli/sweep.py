@@ -19,7 +19,7 @@ from .app import app, console, friendly_errors
 from .bench import setup
 from .generate import check_decoding
 from .options import (
-    DEFAULT_SEARCH_WIDTH, DrafterOpt, DTypeOpt, LookupOpt, MaxTokensOpt, ModelOpt, SearchWidthOpt, parse_sizes,
+    DrafterOpt, DTypeOpt, LookupOpt, MaxTokensOpt, ModelOpt, SearchWidthOpt, parse_sizes, plan,
 )
 
 
@@ -35,7 +35,7 @@ def sweep(
     num_prompts: Annotated[int, typer.Option("--num-prompts", "-n", min=1)] = 8,
     max_tokens: MaxTokensOpt = 96,
     dtype: DTypeOpt = None,
-    search_width: SearchWidthOpt = DEFAULT_SEARCH_WIDTH,
+    search_width: SearchWidthOpt = None,
     lookup: LookupOpt = True,
 ) -> None:
     """Measure AR once and ReDrafter for every (W, L); resumable (finished cells are kept)."""
@@ -44,12 +44,13 @@ def sweep(
     dtype_ = runtime.parse_dtype(dtype)
     loaded, draft_model, prompts = setup(model, drafter, dtype_, prompts_file, num_prompts)
     out.mkdir(parents=True, exist_ok=True)
-    runner.warm_up(loaded, draft_model, widths[0], lengths[0], search_width, lookup)
+    runner.warm_up(loaded, draft_model, lookup, **plan(loaded, draft_model, dtype_, widths[0], lengths[0],
+                                                        search_width).options())
     ar = runner.run_ours(loaded, None, prompts, max_tokens)
 
     def measure_cell(width: int, length: int) -> dict:
-        r = runner.run_ours(loaded, draft_model, prompts, max_tokens, width, length, search_width=search_width,
-                            lookup=lookup)
+        drafting = plan(loaded, draft_model, dtype_, width, length, search_width, quiet=True)
+        r = runner.run_ours(loaded, draft_model, prompts, max_tokens, lookup=lookup, **drafting.options())
         return {"tokens_per_s": r.tokens_per_s, "speedup": r.tokens_per_s / ar.tokens_per_s,
                 "tokens_per_step": r.tokens_per_step,
                 "compression": sum(r.verified) / len(r.verified) / (width * length) if r.verified else 1.0}

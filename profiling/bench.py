@@ -17,7 +17,6 @@ from pathlib import Path
 import mlx.core as mx
 from mlx.utils import tree_flatten
 
-from redrafter_mlx.beam_search import DEFAULT_SEARCH_WIDTH
 from redrafter_mlx.decoding import GenerationStats, generate, make_greedy_or_sampler
 from redrafter_mlx.drafter import Drafter
 from redrafter_mlx.export import export_hf_folder
@@ -87,17 +86,15 @@ def run_mlx_lm(folder: Path, prompts: list[list[int]], max_tokens: int) -> Metho
 
 def run_ours(
     loaded: LoadedModel, drafter: Drafter | None, prompts: list[list[int]], max_tokens: int,
-    beam_width: int = 3, beam_length: int = 5, profile: bool = False,
-    search_width: int | None = DEFAULT_SEARCH_WIDTH,
-    lookup: bool = True,
+    *, profile: bool = False, lookup: bool = True, **drafting,
 ) -> MethodResult:
-    """Our AR (drafter None) or ReDrafter, optionally with per-phase profiling."""
+    """Our AR (drafter None) or ReDrafter, optionally with per-phase profiling; `drafting`:
+    the tree options of `decoding.generate` (`DraftPlan.options()`)."""
     timer = PhaseTimer(profile)
 
     def decode(ids: list[int]):
-        for step in generate(loaded.model, ids, drafter=drafter, beam_width=beam_width, beam_length=beam_length,
-                             search_width=search_width, lookup=lookup,
-                             max_tokens=max_tokens, eos_ids=loaded.tokenizer.eos_token_ids, timer=timer):
+        for step in generate(loaded.model, ids, drafter=drafter, lookup=lookup, max_tokens=max_tokens,
+                             eos_ids=loaded.tokenizer.eos_token_ids, timer=timer, **drafting):
             yield step.tokens, step.stats
 
     result = measure(MethodResult("ReDrafter" if drafter else "AR (ours)"), prompts, decode)
@@ -127,13 +124,11 @@ def measure(result: MethodResult, prompts: list[list[int]], decode: Decoder) -> 
     return result
 
 
-def warm_up(loaded: LoadedModel, drafter: Drafter | None, beam_width: int, beam_length: int,
-            search_width: int | None = DEFAULT_SEARCH_WIDTH, lookup: bool = True) -> None:
+def warm_up(loaded: LoadedModel, drafter: Drafter | None, lookup: bool = True, **drafting) -> None:
     """One short run of each decoder so one-time costs do not land on the first prompt."""
     ids = loaded.tokenizer.encode("Hello")
     for d in (None, drafter):
-        for _ in generate(loaded.model, ids, drafter=d, beam_width=beam_width, beam_length=beam_length,
-                          search_width=search_width, lookup=lookup, max_tokens=8):
+        for _ in generate(loaded.model, ids, drafter=d, lookup=lookup, max_tokens=8, **drafting):
             pass
 
 

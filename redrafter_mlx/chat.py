@@ -16,6 +16,7 @@ from .decoding import Sampler, Step, generate
 from .drafter import Drafter
 from .loading import LoadedModel
 from .prompting import Message, encode_messages
+from .tuning import AdaptiveLength
 
 
 class ChatSession:
@@ -31,12 +32,15 @@ class ChatSession:
         beam_length: int = 5,
         search_width: int | None = DEFAULT_SEARCH_WIDTH,
         lookup: bool = True,
+        verify_lengths: list[int] | None = None,
+        adapt: AdaptiveLength | None = None,
     ):
         self.loaded, self.drafter = loaded, drafter
         self.system_prompt = system_prompt
         self.options = {"sampler": sampler, "max_tokens": max_tokens,
                         "beam_width": beam_width, "beam_length": beam_length,
-                        "search_width": search_width, "lookup": lookup}
+                        "search_width": search_width, "lookup": lookup, "verify_lengths": verify_lengths,
+                        "adapt": adapt}
         self.reset()
 
     def reset(self) -> None:

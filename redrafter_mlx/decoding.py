@@ -19,10 +19,11 @@ from .acceptance import accept
 from .beam_search import DEFAULT_SEARCH_WIDTH
 from .cache import KVCache
 from .drafter import Drafter
-from .drafting import TreeShape, make_draft_fn
+from .drafting import DraftFn, TreeShape, make_draft_fn
 from .lookup import TextBuffer
 from .models.llama import Model
 from .tree_attention import bucket, pack, verify_mask
+from .tuning import AdaptiveLength
 from .profiling.timers import PhaseTimer
 
 Sampler = Callable[[mx.array], mx.array]  # log-probs (..., V) -> token ids (...)
@@ -175,6 +176,7 @@ def generate_redrafter(
     context: Sequence[int] = (),
     timer: PhaseTimer | None = None,
     verify_lengths: Sequence[int] | None = None,
+    adapt: AdaptiveLength | None = None,
 ) -> Iterator[Step]:
     """ReDrafter decoding (paper Sec. 3.4): every step emits 1..beam_length tokens.
 
@@ -190,9 +192,15 @@ def generate_redrafter(
     interface and cache contract as `generate_ar`; `context` holds the tokens before
     `prompt` that the cache already has (earlier turns), for the lookup only.
     `verify_lengths[c]`: the length a tree of c unique tokens is padded to for the verify
-    pass (a calibration's cheapest length >= c, `tuning.py`); default: `bucket`.
+    pass (a calibration's cheapest length >= c, `tuning.py`); default: `bucket`. With
+    `adapt`, each step's beam length is chosen from the acceptance so far (`AdaptiveLength`,
+    which then also sets the starting shape).
     """
     shape = TreeShape(beam_width, beam_length, max(search_width or 0, beam_width))
+    if adapt is not None:
+        adapt.reset()
+        shape = adapt.start
+    longest = adapt.longest if adapt is not None else shape
     sampler = sampler or make_greedy_or_sampler()
     cache = cache if cache is not None else model.make_cache()
     timer = timer or PhaseTimer()
@@ -200,20 +208,23 @@ def generate_redrafter(
     if max_tokens <= 0:
         return
     start_length = cache.length
-    limit = shape.max_packed
+    limit = longest.max_packed
     padded = list(verify_lengths) if verify_lengths else [bucket(c, limit) for c in range(limit + 1)]
     before = dict(timer.totals)
     # The lookup's context; without the lookup an empty buffer keeps the draft's inputs uniform.
-    text = TextBuffer([*context, *prompt], max_tokens + 2 * beam_length) if lookup else TextBuffer([], 1)
-    draft_fn = make_draft_fn(drafter, model.embedding, shape, top_k=top_k, lookup=lookup)
+    text = TextBuffer([*context, *prompt], max_tokens + 2 * longest.beam_length) if lookup else TextBuffer([], 1)
+    draft_fns: dict[TreeShape, DraftFn] = {}
 
     def draft(hidden: mx.array, token: mx.array, emitted: mx.array, count: mx.array | int):
         """The next tree, once emitted[:count] (lazy; emitted ends with `token`) joins the text."""
+        tree = adapt.choose() if adapt is not None else shape
+        if tree not in draft_fns:
+            draft_fns[tree] = make_draft_fn(drafter, model.embedding, tree, top_k=top_k, lookup=lookup)
         if lookup:
             text.stage(emitted)
-        beams, layout = draft_fn(hidden, token, text.tokens, mx.array([text.length], mx.int32) + count)
+        beams, layout = draft_fns[tree](hidden, token, text.tokens, mx.array([text.length], mx.int32) + count)
         timer.mark("draft", beams, layout.unpack_index)
-        return beams, layout
+        return tree, beams, layout
 
     try:
         tic = time.perf_counter()
@@ -221,7 +232,7 @@ def generate_redrafter(
         hidden = prefill(model, mx.array(prompt, mx.uint32), cache)
         token = sampler(sampler_scores(sampler, model.logits(hidden))).astype(mx.int32).reshape(())
         timer.mark("prefill", token)
-        beams, layout = draft(hidden, token, token[None], 1)
+        tree, beams, layout = draft(hidden, token, token[None], 1)
         first, count = mx.stack([token, layout.count]).tolist()
         stats.prompt_time = time.perf_counter() - tic
         tic = time.perf_counter()
@@ -242,13 +253,17 @@ def generate_redrafter(
             timer.mark("accept", result.emitted)
             cache.gather_pending(result.path)
             timer.mark("cache", *cache.state())
-            beams, layout = draft(block[result.next_index], result.next_token, result.emitted, result.accepted + 1)
+            verified = tree
+            tree, beams, layout = draft(block[result.next_index], result.next_token, result.emitted,
+                                        result.accepted + 1)
             stats.verified_tokens.append(count)
             accepted, *emitted, count = mx.concatenate(
                 [result.accepted[None], result.emitted, layout.count[None]]
             ).tolist()
             cache.commit(accepted + 1)
             text.commit(accepted + 1)
+            if adapt is not None:
+                adapt.observe(verified, accepted)
             stats.accepted_per_step.append(accepted + 1)
             new = emitted[: accepted + 1]
             stop = next((i for i, t in enumerate(new) if t in eos_ids), None)
@@ -278,6 +293,7 @@ def generate(
     context: Sequence[int] = (),
     timer: PhaseTimer | None = None,
     verify_lengths: Sequence[int] | None = None,
+    adapt: AdaptiveLength | None = None,
     **options,
 ) -> Iterator[Step]:
     """ReDrafter when a drafter is given, plain autoregressive decoding otherwise.
@@ -289,5 +305,5 @@ def generate(
     return generate_redrafter(
         model, drafter, prompt, beam_width=beam_width, beam_length=beam_length,
         search_width=search_width, lookup=lookup, context=context, timer=timer,
-        verify_lengths=verify_lengths, **options
+        verify_lengths=verify_lengths, adapt=adapt, **options
     )

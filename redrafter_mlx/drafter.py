@@ -186,6 +186,7 @@ class Drafter(nn.Module):
         # The LLM's set phrases, drafted where the context lookup finds nothing (`ngrams.py`);
         # not a parameter: it travels with the drafter's folder.
         self.ngrams: NgramTable | None = None
+        self.source: Path | None = None  # the folder it was loaded from (keys its calibration)
 
     def _set_token_ids(self, token_ids: mx.array | None, size: int) -> None:
         ids = mx.arange(size, dtype=mx.int32) if token_ids is None else token_ids.astype(mx.int32)
@@ -204,7 +205,7 @@ class Drafter(nn.Module):
         """A drafter of `config` holding `weights` that keeps what travels with this one
         besides its parameters: the token subset and the n-gram table."""
         out = Drafter(config, self.get("token_ids"))
-        out.ngrams = self.ngrams
+        out.ngrams, out.source = self.ngrams, self.source
         out.load_weights(weights)
         return out
 
@@ -326,6 +327,7 @@ def load_drafter(path: str | Path, dtype: mx.Dtype = mx.float32) -> Drafter:
     config = _read_config(folder)
     weights = {k: v for k, v in _read_weights(folder).items() if k not in _IGNORED_KEYS}
     drafter = build_drafter(config, weights, folder / WEIGHTS_FILE, dtype)
+    drafter.source = folder
     try:
         drafter.ngrams = load_ngram_table(folder)
     except ValueError as err:

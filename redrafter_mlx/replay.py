@@ -15,8 +15,9 @@ tests compare the two.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import mlx.core as mx
 import numpy as np
@@ -32,6 +33,7 @@ from .lookup import with_lookup_beam
 class ReplayResult:
     tokens: int  # tokens emitted over all steps (accepted drafts + one LLM token per step)
     steps: int  # verify steps (the prefill's first token is not a step, as in decoding)
+    packed: Counter = field(default_factory=Counter)  # packed tree length -> steps verifying it
 
     @property
     def tokens_per_step(self) -> float:
@@ -48,6 +50,14 @@ def accepted_lengths(beams: np.ndarray, targets: np.ndarray, lengths: np.ndarray
     valid = np.arange(drafts.shape[-1])[None, :] < lengths[:, None]  # (B, L-1)
     match = (drafts == targets[:, None, :]) & valid[:, None, :]
     return np.cumprod(match, axis=-1).sum(axis=-1).max(axis=-1)
+
+
+def packed_lengths(beams: np.ndarray) -> np.ndarray:
+    """Unique prefixes (the packed tree's length) of each row of beams (B, W, L): what
+    `tree_attention.tree_layout` counts, in numpy."""
+    same = np.cumprod(beams[:, :, None, :] == beams[:, None, :, :], axis=-1)  # (B, W, W, L)
+    owner = same.argmax(axis=2)  # smallest beam sharing each prefix
+    return (owner == np.arange(beams.shape[1])[None, :, None]).sum(axis=(1, 2))
 
 
 def replay(
@@ -94,7 +104,9 @@ def replay(
         for row, i in enumerate(active):
             nxt = answers[i][0][position[i] + 1 : position[i] + 1 + width]
             targets[row, : len(nxt)], lengths[row] = nxt, len(nxt)
-        accepted = accepted_lengths(np.array(beams), targets, lengths)
+        beams = np.array(beams)
+        accepted = accepted_lengths(beams, targets, lengths)
+        result.packed.update(packed_lengths(beams).tolist())
         position[active] += accepted + 1
         result.tokens += int((accepted + 1).sum())
         result.steps += len(active)

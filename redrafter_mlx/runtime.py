@@ -36,6 +36,11 @@ def on_gpu() -> bool:
     return mx.default_device() == mx.gpu
 
 
+def device_name() -> str:
+    """'gpu' or 'cpu': the device part of a calibration's key."""
+    return "gpu" if on_gpu() else "cpu"
+
+
 def default_dtype() -> mx.Dtype:
     """float16 on Apple GPUs; float32 on CPU, where half-precision matmuls are scalar code."""
     return mx.float16 if on_gpu() else mx.float32
@@ -125,8 +130,7 @@ def blas_threads(count: int) -> Iterator[None]:
 
 def describe(dtype: mx.Dtype) -> str:
     """The one status line: device, dtype and BLAS."""
-    device = "gpu" if on_gpu() else "cpu"
-    return f"device={device} dtype={dtype_name(dtype)} blas={loaded_blas()} mlx={mx.__version__}"
+    return f"device={device_name()} dtype={dtype_name(dtype)} blas={loaded_blas()} mlx={mx.__version__}"
 
 
 if __name__ == "__main__":  # used by the Makefile to preload OpenBLAS for tests

@@ -231,3 +231,35 @@ def test_blas_threads_is_set_inside_and_restored():
     with blas_threads(1):
         assert lib.openblas_get_num_threads() == 1
     assert lib.openblas_get_num_threads() == 2
+
+
+def test_tune_stores_a_calibration_that_the_defaults_then_use(tmp_path, write_tiny_folder, monkeypatch):
+    from redrafter_mlx.drafter import save_drafter
+
+    from .test_redrafter import random_drafter
+
+    monkeypatch.setenv("REDRAFTER_CACHE_DIR", str(tmp_path / "cache"))
+    model = write_tiny_folder(tmp_path / "model")
+    drafter = save_drafter(random_drafter(49152, 64, tied=True), tmp_path / "drafter")
+    result = invoke("tune", "-M", str(model), "-d", str(drafter), "--beam-widths", "1,2", "--beam-lengths", "2,3",
+                    "--search-widths", "1,4", "-n", "2", "-m", "12", "--json")
+    assert result.exit_code == 0, result.output
+    tuned = json.loads(result.stdout.splitlines()[-1])
+    assert tuned["path"].startswith(str(tmp_path / "cache"))
+    shapes = {(s["beam_width"], s["beam_length"], s["search_width"]) for s in tuned["shapes"]}
+    assert shapes == {(w, l, s) for w in (1, 2) for l in (2, 3) for s in (w, 4)}
+    assert set(tuned["verify_ms"]) >= {str(p) for p in range(1, 1 + 2 * 2 + 1)}
+    assert all(s["draft_ms"] > 0 and 1.0 <= s["tokens_per_step"] <= s["beam_length"] for s in tuned["shapes"])
+    from redrafter_mlx.tuning import Calibration
+
+    best = Calibration.from_dict(tuned).best()
+    bench = invoke("bench", "-M", str(model), "-d", str(drafter), "-n", "2", "-m", "8", "--json", "--skip-mlx-lm")
+    assert bench.exit_code == 0, bench.output
+    report = json.loads(bench.stdout.splitlines()[-1])
+    assert report["calibrated"] is True
+    assert (report["beam_width"], report["beam_length"], report["search_width"]) == (
+        best.beam_width, best.beam_length, best.search_width)
+    assert all(m["identical_to_ar"] for m in report["methods"])
+    explicit = invoke("bench", "-M", str(model), "-d", str(drafter), "-w", "1", "-l", "2", "-s", "1", "-n", "1",
+                      "-m", "4", "--json", "--skip-mlx-lm")
+    assert (json.loads(explicit.stdout.splitlines()[-1])["beam_width"]) == 1  # explicit values win

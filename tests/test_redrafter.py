@@ -15,6 +15,7 @@ from redrafter_mlx.drafter import Drafter, DrafterConfig
 from redrafter_mlx.loading import load_drafter_for
 from redrafter_mlx.prompting import encode_prompt
 from redrafter_mlx.tree_attention import tree_layout
+from redrafter_mlx.tuning import AdaptiveLength
 
 from .conftest import random_model, tiny_config
 
@@ -90,6 +91,36 @@ def test_greedy_redrafter_matches_autoregressive_with_the_shipped_drafter(
         assert tokens == expected and stats.finish_reason == reason
         accepted += stats.accepted_per_step
     assert max(accepted) > 1  # the trained drafter really gets drafts accepted
+
+
+def test_padding_trees_to_longer_verify_lengths_changes_no_token(embedded, embedded_runs):
+    """A calibration may pad a tree past its own size, where a longer verify is cheaper."""
+    drafter = random_drafter(49152, 576, tied=True)
+    for ids, expected, reason in embedded_runs:
+        tokens, stats = collect(
+            generate_redrafter(embedded.model, drafter, ids, beam_width=3, beam_length=5, max_tokens=20,
+                               eos_ids=embedded.tokenizer.eos_token_ids, verify_lengths=[16] * 14)
+        )
+        assert tokens == expected and stats.finish_reason == reason
+
+
+def test_adaptive_beam_length_changes_no_token(embedded, embedded_runs):
+    """Beam lengths that follow the acceptance still give greedy AR's output exactly."""
+    from .test_tuning import cpu_like
+
+    calibration = cpu_like()
+    policy = AdaptiveLength(calibration, calibration.best(beam_width=2, search_width=16))
+    drafted = []
+    choose = policy.choose
+    policy.choose = lambda: drafted.append(choose()) or drafted[-1]
+    drafter = load_drafter_for(embedded, None)
+    for ids, expected, reason in embedded_runs:
+        tokens, stats = collect(
+            generate_redrafter(embedded.model, drafter, ids, max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids,
+                               verify_lengths=calibration.verify_lengths(policy.longest.max_packed), adapt=policy)
+        )
+        assert tokens == expected and stats.finish_reason == reason
+    assert len({shape.beam_length for shape in drafted}) > 1  # the length really changed
 
 
 def oracle_draft(answer: list[int]):

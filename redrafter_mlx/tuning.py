@@ -1,0 +1,297 @@
+"""Choose the candidate tree that decodes fastest on this machine, from measured costs.
+
+A step verifies a tree of P packed tokens and emits `tokens_per_step` tokens, so its speed
+is tokens_per_step / (draft time + verify time(P) + overhead). Tokens per step grows with
+the tree (W, L, S) and so does every cost, at rates that depend on the device: on a CPU
+verifying 16 tokens costs about 1.6x verifying one, on a GPU about 1x. A `Calibration`
+holds what `redrafter tune` measured for one (model, drafter, device, dtype): the verify
+cost of every packed length, the draft cost and the replayed tokens/step (with the packed
+lengths seen) of every tree shape in a grid. `best` then picks the shape with the most
+expected tokens per second, and `verify_lengths` pads each tree to the cheapest measured
+length that holds it (the cost is not monotonic in P on a CPU BLAS).
+
+Calibrations are JSON files keyed by device and dtype: in the user's cache directory for
+a (model, drafter) pair, or `calibration.json` in a drafter's folder (shipped drafters).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .drafting import TreeShape
+
+CALIBRATION_FILE = "calibration.json"
+CACHE_ENV = "REDRAFTER_CACHE_DIR"
+# Used where no calibration exists: the paper's search (S = W), whose drafting cost is
+# W beams whatever the drafter's head costs (a wider search pays only with a cheap head,
+# which `redrafter tune` finds out).
+FALLBACK_SHAPE = TreeShape(beam_width=3, beam_length=5, search_width=3)
+
+
+@dataclass
+class ShapeCost:
+    """What one tree shape costs and gains, as measured."""
+
+    tokens_per_step: float  # replayed on recorded greedy answers
+    draft_ms: float  # one compiled draft phase
+    packed: dict[int, int]  # packed length (unique tokens) -> steps that verified it
+
+    def to_dict(self) -> dict:
+        return {"tokens_per_step": self.tokens_per_step, "draft_ms": self.draft_ms,
+                "packed": {str(k): v for k, v in sorted(self.packed.items())}}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ShapeCost:
+        return cls(float(d["tokens_per_step"]), float(d["draft_ms"]), {int(k): int(v) for k, v in d["packed"].items()})
+
+
+@dataclass
+class Calibration:
+    """Measured costs of one (model, drafter) on one device and dtype."""
+
+    device: str
+    dtype: str
+    verify_ms: dict[int, float]  # packed length P -> one verify pass (forward, logits, argmax)
+    overhead_ms: float  # per step, besides draft and verify: acceptance, cache, host read
+    shapes: dict[TreeShape, ShapeCost] = field(default_factory=dict)
+    ar_ms: float | None = None  # one autoregressive token, for the expected speed-up
+
+    def padded_length(self, count: int) -> int:
+        """The cheapest measured length >= count (count itself when none is measured)."""
+        fits = [p for p in self.verify_ms if p >= count]
+        return min(fits, key=lambda p: (self.verify_ms[p], p)) if fits else count
+
+    def verify_lengths(self, limit: int) -> list[int]:
+        """padded_length(c) for c = 0..limit: decoding's `verify_lengths`."""
+        return [self.padded_length(max(c, 1)) for c in range(limit + 1)]
+
+    def _verify(self, count: int) -> float:
+        p = self.padded_length(count)
+        if p in self.verify_ms:
+            return self.verify_ms[p]
+        longest = max(self.verify_ms)  # past the measured range: extrapolate linearly
+        return self.verify_ms[longest] * p / longest
+
+    def step_ms(self, shape: TreeShape) -> float:
+        """Expected time of one step: draft, verify at the replayed packed lengths, overhead."""
+        cost = self.shapes[shape]
+        steps = sum(cost.packed.values()) or 1
+        verify = sum(n * self._verify(count) for count, n in cost.packed.items()) / steps
+        return cost.draft_ms + verify + self.overhead_ms
+
+    def expected_tokens_per_s(self, shape: TreeShape) -> float:
+        return 1e3 * self.shapes[shape].tokens_per_step / self.step_ms(shape)
+
+    def best(
+        self, beam_width: int | None = None, beam_length: int | None = None, search_width: int | None = None
+    ) -> TreeShape | None:
+        """The fastest measured shape among those matching the given values (None: any)."""
+        wanted = {"beam_width": beam_width, "beam_length": beam_length, "search_width": search_width}
+        shapes = [s for s in self.shapes if all(v is None or getattr(s, k) == v for k, v in wanted.items())]
+        return max(shapes, key=self.expected_tokens_per_s, default=None)
+
+    def to_dict(self) -> dict:
+        return {
+            "device": self.device, "dtype": self.dtype, "overhead_ms": self.overhead_ms, "ar_ms": self.ar_ms,
+            "verify_ms": {str(k): v for k, v in sorted(self.verify_ms.items())},
+            "shapes": [{"beam_width": s.beam_width, "beam_length": s.beam_length,
+                        "search_width": s.search_width, **c.to_dict()} for s, c in self.shapes.items()],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Calibration:
+        shapes = {TreeShape(e["beam_width"], e["beam_length"], e["search_width"]): ShapeCost.from_dict(e)
+                  for e in d["shapes"]}
+        return cls(d["device"], d["dtype"], {int(k): float(v) for k, v in d["verify_ms"].items()},
+                   float(d["overhead_ms"]), shapes, d.get("ar_ms"))
+
+
+def resolve_shape(
+    calibration: Calibration | None,
+    beam_width: int | None = None,
+    beam_length: int | None = None,
+    search_width: int | None = None,
+) -> TreeShape:
+    """The tree to decode with: explicit values win; the rest come from the calibration's
+    fastest matching shape, or from FALLBACK_SHAPE when there is none."""
+    chosen = calibration.best(beam_width, beam_length, search_width) if calibration else None
+    if chosen is None:
+        chosen = FALLBACK_SHAPE
+    width = beam_width or chosen.beam_width
+    return TreeShape(width, beam_length or chosen.beam_length, search_width or max(chosen.search_width, width))
+
+
+def _key(device: str, dtype: str) -> str:
+    return f"{device}/{dtype}"
+
+
+def read_calibration(path: Path, device: str, dtype: str) -> Calibration | None:
+    """The entry for (device, dtype) in a calibration file; None when absent or unreadable."""
+    try:
+        entry = json.loads(Path(path).read_text()).get("entries", {}).get(_key(device, dtype))
+        return Calibration.from_dict(entry) if entry else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_calibration(path: Path, calibration: Calibration, about: dict | None = None) -> Path:
+    """Add (or replace) this device's entry, keeping the other devices' entries."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    data.update(about or {})
+    data.setdefault("entries", {})[_key(calibration.device, calibration.dtype)] = calibration.to_dict()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(path)  # never leave a half-written file
+    return path
+
+
+def cache_dir() -> Path:
+    """$REDRAFTER_CACHE_DIR, else $XDG_CACHE_HOME/redrafter-mlx, else ~/.cache/redrafter-mlx."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "redrafter-mlx"
+
+
+def calibration_path(model_source: Path, drafter_source: Path) -> Path:
+    """Where `redrafter tune` stores the calibration of this (model, drafter) pair; the
+    drafter's weights file's size and time are in the key, so retraining invalidates it."""
+    stamp = [str(Path(model_source).resolve()), str(Path(drafter_source).resolve())]
+    for file in sorted(Path(drafter_source).glob("*.safetensors")):
+        st = file.stat()
+        stamp.append(f"{file.name}:{st.st_size}:{st.st_mtime_ns}")
+    digest = hashlib.sha256("\n".join(stamp).encode()).hexdigest()[:16]
+    return cache_dir() / "calibration" / f"{digest}.json"
+
+
+def find_calibration(
+    model_source: Path, drafter_source: Path | None, device: str, dtype: str
+) -> Calibration | None:
+    """The user's own calibration for this pair, else the one shipped in the drafter's folder."""
+    if drafter_source is None:
+        return None
+    for path in (calibration_path(model_source, drafter_source), Path(drafter_source) / CALIBRATION_FILE):
+        found = read_calibration(path, device, dtype)
+        if found is not None:
+            return found
+    return None
+
+
+def geometric_drafts(rate: float, length: int) -> float:
+    """Expected accepted drafts of a beam of `length` when each draft is accepted with
+    probability `rate` given its parent was: rate + rate^2 + ... + rate^(length - 1)."""
+    return sum(rate**d for d in range(1, length))
+
+
+def geometric_rate(drafts: float, length: int) -> float:
+    """The rate whose `geometric_drafts` over `length` is `drafts` (bisection)."""
+    low, high = 0.0, 1.0
+    for _ in range(40):
+        mid = (low + high) / 2
+        low, high = (mid, high) if geometric_drafts(mid, length) < drafts else (low, mid)
+    return (low + high) / 2
+
+
+class AdaptiveLength:
+    """Each step's beam length, chosen from the acceptance seen so far in the generation.
+
+    The calibration says how many drafts each length accepts on average, A(L) (replayed),
+    and what a step of that length costs. Text differs from the average (code and
+    repetitive text accept long beams, open prose does not), so the policy estimates the
+    generation's own rate q at which a draft is accepted given its parent was (censored
+    geometric maximum likelihood: a step that accepted a of L - 1 drafts counts a successes
+    and one failure unless a = L - 1), exponentially forgotten so it follows the text, and
+    started at the calibration's rate q0. It predicts A(L) * G(q, L) / G(q0, L) accepted
+    drafts per length (G: `geometric_drafts`; the calibration's own numbers when q = q0),
+    and drafts the length with the most expected tokens per second. Width and search width
+    stay fixed. The choice depends only on tokens already decided, so acceptance stays exact.
+    """
+
+    def __init__(self, calibration: Calibration, shape: TreeShape, decay: float = 0.8, prior_steps: float = 3.0):
+        self.calibration = calibration
+        self.shapes = sorted((s for s in calibration.shapes
+                              if (s.beam_width, s.search_width) == (shape.beam_width, shape.search_width)),
+                             key=lambda s: s.beam_length)
+        if shape not in self.shapes:
+            raise ValueError(f"{shape} is not in the calibration: nothing to adapt from")
+        self.start, self.decay, self.prior_steps = shape, decay, prior_steps
+        self.prior_rate = geometric_rate(self._drafts(shape), shape.beam_length)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the previous generation: start from the calibration's rate."""
+        self.successes = self.prior_steps * self.prior_rate
+        self.failures = self.prior_steps * (1 - self.prior_rate)
+
+    def _drafts(self, shape: TreeShape) -> float:
+        return self.calibration.shapes[shape].tokens_per_step - 1
+
+    def observe(self, shape: TreeShape, accepted: int) -> None:
+        """A step of `shape` accepted `accepted` drafted tokens."""
+        self.successes = self.decay * self.successes + accepted
+        self.failures = self.decay * self.failures + (accepted < shape.beam_length - 1)
+
+    def choose(self) -> TreeShape:
+        """The shape to draft next."""
+        rate = self.successes / max(self.successes + self.failures, 1e-9)
+
+        def speed(shape: TreeShape) -> float:
+            prior = geometric_drafts(self.prior_rate, shape.beam_length)
+            scale = geometric_drafts(rate, shape.beam_length) / prior if prior > 0 else 1.0
+            tokens = 1 + min(self._drafts(shape) * scale, shape.beam_length - 1)
+            return tokens / self.calibration.step_ms(shape)
+
+        return max(self.shapes, key=speed)
+
+    @property
+    def longest(self) -> TreeShape:
+        return self.shapes[-1]
+
+
+@dataclass(frozen=True)
+class DraftPlan:
+    """How a generation drafts: the starting tree shape, the verify padding (None:
+    `bucket`), and the length policy (None: every step drafts `shape`)."""
+
+    shape: TreeShape
+    verify_lengths: list[int] | None
+    calibration: Calibration | None
+    adapt: AdaptiveLength | None = None
+
+    def options(self) -> dict:
+        """Keyword arguments for `decoding.generate` / `generate_redrafter`."""
+        return {"beam_width": self.shape.beam_width, "beam_length": self.shape.beam_length,
+                "search_width": self.shape.search_width, "verify_lengths": self.verify_lengths,
+                "adapt": self.adapt}
+
+
+def plan_drafting(
+    model_source: Path,
+    drafter_source: Path | None,
+    device: str,
+    dtype: str,
+    beam_width: int | None = None,
+    beam_length: int | None = None,
+    search_width: int | None = None,
+    adaptive: bool = True,
+) -> DraftPlan:
+    """The shape (explicit values win, `resolve_shape`) and padding for this (model,
+    drafter, device, dtype), from its calibration when one exists; with `adaptive` and no
+    explicit beam length, the length then follows the acceptance (`AdaptiveLength`)."""
+    calibration = find_calibration(model_source, drafter_source, device, dtype)
+    shape = resolve_shape(calibration, beam_width, beam_length, search_width)
+    if calibration is None:
+        return DraftPlan(shape, None, None)
+    adapt = None
+    if adaptive and beam_length is None and shape in calibration.shapes:
+        adapt = AdaptiveLength(calibration, shape)
+    longest = adapt.longest if adapt else shape
+    return DraftPlan(shape, calibration.verify_lengths(longest.max_packed), calibration, adapt)

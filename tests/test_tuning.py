@@ -1,0 +1,156 @@
+"""The cost model: padding to the cheapest verify length, choosing the fastest tree for a
+device's cost curve, explicit values winning, and calibrations stored per device."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from redrafter_mlx.drafting import TreeShape
+from redrafter_mlx.tuning import (
+    FALLBACK_SHAPE,
+    AdaptiveLength,
+    Calibration,
+    ShapeCost,
+    calibration_path,
+    find_calibration,
+    plan_drafting,
+    read_calibration,
+    resolve_shape,
+    write_calibration,
+)
+
+GRID = [TreeShape(w, l, s) for w in (1, 2, 3, 4, 6, 8) for l in (2, 3, 4, 5, 6, 7) for s in {w, 16}]
+
+
+def synthetic_costs(accept: float = 0.6) -> dict[TreeShape, ShapeCost]:
+    """A drafter whose every beam holds the next token with probability `accept` at every
+    depth, independently: depth d is reached with probability (1 - (1 - a)^W)^d. Trees are
+    packed with no shared prefix beyond the root (the costliest case)."""
+    costs = {}
+    for shape in GRID:
+        hit = 1 - (1 - accept) ** shape.beam_width
+        tokens = 1 + sum(hit**d for d in range(1, shape.beam_length))
+        draft = 1.0 + 0.5 * (shape.beam_length - 1) * (1 + shape.search_width / 8)
+        costs[shape] = ShapeCost(tokens, draft, {shape.max_packed: 10})
+    return costs
+
+
+def cpu_like(accept: float = 0.6) -> Calibration:
+    """Verify cost grows with every token: 70 ms + 4 ms per token (a 2-core CPU)."""
+    return Calibration("cpu", "float32", {p: 70.0 + 4.0 * p for p in range(1, 64)}, 3.0, synthetic_costs(accept))
+
+
+def gpu_like() -> Calibration:
+    """Verifying up to 64 tokens costs about as much as one (memory-bound GPU)."""
+    return Calibration("gpu", "float16", {p: 20.0 + 0.01 * p for p in range(1, 64)}, 1.0, synthetic_costs())
+
+
+@given(st.dictionaries(st.integers(1, 40), st.floats(1.0, 500.0), min_size=1), st.integers(1, 40))
+def test_padded_length_is_the_cheapest_measured_length_that_fits(verify_ms, count):
+    calibration = Calibration("cpu", "float32", verify_ms, 0.0)
+    padded = calibration.padded_length(count)
+    assert padded >= count
+    fits = [p for p in verify_ms if p >= count]
+    if fits:
+        assert padded in verify_ms and all(verify_ms[padded] <= verify_ms[p] for p in fits)
+    else:
+        assert padded == count  # nothing measured that long: no padding
+
+
+def test_a_cheaper_longer_verify_pads_past_the_tree():
+    """On a CPU BLAS 16 tokens can cost less than 13 (measured: 116 vs 127 ms)."""
+    calibration = Calibration("cpu", "float32", {1: 71.0, 4: 96.0, 12: 131.0, 13: 127.0, 16: 116.0}, 0.0)
+    assert calibration.verify_lengths(13)[9:] == [16, 16, 16, 16, 16]
+    assert calibration.verify_lengths(13)[1:5] == [1, 4, 4, 4]
+
+
+def test_best_is_the_largest_expected_speed():
+    for calibration in (cpu_like(), gpu_like()):
+        best = calibration.best()
+        speeds = {s: calibration.expected_tokens_per_s(s) for s in GRID}
+        assert speeds[best] == max(speeds.values())
+
+
+def test_a_gpu_like_cost_curve_chooses_large_trees_and_a_cpu_like_one_small_ones():
+    cpu, gpu = cpu_like().best(), gpu_like().best()
+    assert gpu.max_packed >= 16, gpu
+    assert cpu.max_packed < gpu.max_packed, (cpu, gpu)
+    # The same drafter, so the GPU's tree accepts more per step: it trades steps for size.
+    assert synthetic_costs()[gpu].tokens_per_step > synthetic_costs()[cpu].tokens_per_step
+
+
+def test_explicit_values_win_and_the_rest_come_from_the_calibration():
+    calibration = gpu_like()
+    assert resolve_shape(calibration) == calibration.best()
+    at_width_3 = resolve_shape(calibration, beam_width=3)
+    assert at_width_3.beam_width == 3 and at_width_3 == calibration.best(beam_width=3)
+    assert resolve_shape(calibration, 2, 3, 5) == TreeShape(2, 3, 5)  # not in the grid: taken as given
+    assert resolve_shape(None) == FALLBACK_SHAPE
+    assert resolve_shape(None, beam_width=2) == TreeShape(2, FALLBACK_SHAPE.beam_length, FALLBACK_SHAPE.search_width)
+    assert resolve_shape(None, beam_width=32).search_width == 32  # S is never below W
+
+
+def test_tree_shape_rejects_an_empty_tree():
+    with pytest.raises(ValueError, match="must be >= 1"):
+        TreeShape(0, 5, 16)
+
+
+def test_calibrations_round_trip_per_device_and_never_clobber_other_devices(tmp_path):
+    path = tmp_path / "calibration.json"
+    cpu, gpu = cpu_like(), gpu_like()
+    write_calibration(path, cpu, {"model": "m"})
+    write_calibration(path, gpu)
+    assert read_calibration(path, "cpu", "float32").to_dict() == cpu.to_dict()
+    assert read_calibration(path, "gpu", "float16").to_dict() == gpu.to_dict()
+    assert read_calibration(path, "gpu", "float32") is None
+    assert json.loads(path.read_text())["model"] == "m"
+    path.write_text("{not json")
+    assert read_calibration(path, "cpu", "float32") is None  # a broken file is no calibration
+
+
+def test_the_users_calibration_is_keyed_by_the_drafters_weights(tmp_path, monkeypatch):
+    monkeypatch.setenv("REDRAFTER_CACHE_DIR", str(tmp_path / "cache"))
+    model, drafter = tmp_path / "model", tmp_path / "drafter"
+    model.mkdir(), drafter.mkdir()
+    (drafter / "model.safetensors").write_bytes(b"weights v1")
+    first = calibration_path(model, drafter)
+    assert first.is_relative_to(tmp_path / "cache")
+    write_calibration(first, cpu_like())
+    assert find_calibration(model, drafter, "cpu", "float32") is not None
+    assert plan_drafting(model, drafter, "cpu", "float32").shape == cpu_like().best()
+    (drafter / "model.safetensors").write_bytes(b"weights v2, retrained")
+    assert calibration_path(model, drafter) != first
+    assert find_calibration(model, drafter, "cpu", "float32") is None  # stale: not used
+    shipped = gpu_like()
+    write_calibration(drafter / "calibration.json", shipped)  # a calibration shipped in the folder
+    plan = plan_drafting(model, drafter, "gpu", "float16", beam_length=4)
+    assert plan.shape == shipped.best(beam_length=4)
+    assert plan.verify_lengths == shipped.verify_lengths(plan.shape.max_packed)
+
+
+def test_adaptive_length_drafts_longer_where_everything_is_accepted_and_shorter_where_nothing_is():
+    calibration = cpu_like(accept=0.3)  # a weaker drafter: the best length is a middle one
+    start = calibration.best(beam_width=3, search_width=16)
+    assert 2 < start.beam_length < 7
+    policy = AdaptiveLength(calibration, start)
+    assert policy.choose() == start  # no evidence yet: the static choice
+    for _ in range(6):
+        shape = policy.choose()
+        policy.observe(shape, shape.beam_length - 1)  # every draft accepted (repetitive text)
+    assert policy.choose().beam_length > start.beam_length
+    policy.reset()
+    assert policy.choose() == start
+    for _ in range(6):
+        shape = policy.choose()
+        policy.observe(shape, 0)  # nothing accepted (a drafter out of its depth)
+    assert policy.choose().beam_length < start.beam_length
+    assert {s.beam_width for s in policy.shapes} == {3} and {s.search_width for s in policy.shapes} == {16}
+
+
+def test_adaptive_length_needs_its_shape_in_the_calibration():
+    with pytest.raises(ValueError, match="not in the calibration"):
+        AdaptiveLength(cpu_like(), TreeShape(5, 5, 5))
