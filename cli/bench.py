@@ -19,7 +19,7 @@ from redrafter_mlx.profiling.verify_cost import verify_cost as measure_verify_co
 from redrafter_mlx.prompting import encode_prompt
 from redrafter_mlx.replay import record_answers, replay
 
-from .app import app, console, friendly_errors, print_json
+from .app import UsageError, app, console, friendly_errors, print_json
 from .generate import check_decoding, read_prompts
 from .options import (
     AdaptiveOpt,
@@ -76,13 +76,20 @@ def bench(
     replay_only: Annotated[bool, typer.Option(
         "--replay", help="Instead: greedy tokens/step only, replayed on the LLM's batched answers "
                          "(no timing; fast enough for the whole eval set, e.g. -n 106).")] = False,
+    trees: Annotated[Optional[str], typer.Option(
+        "--trees", metavar="TREE,TREE,...",
+        help="Instead: our AR and ReDrafter with each tree (WxLxS, 'auto' = the calibrated choice with "
+             "adaptive length, 'static' = without), interleaved prompt by prompt in one run.")] = None,
 ) -> None:
     """Throughput, tokens/step, compression, memory and output identity of all three decoders."""
     dtype_ = runtime.parse_dtype(dtype)
     if verify_cost is not None:
         return show_verify_cost(model, dtype_, parse_sizes(verify_cost, "--verify-cost"), json_out)
     check_decoding("redrafter", beam_width, beam_length, search_width)
+    compared = parse_trees(trees) if trees is not None else None
     loaded, draft_model, prompts = setup(model, drafter, dtype_, prompts_file, num_prompts)
+    if compared is not None:
+        return compare_trees(loaded, draft_model, dtype_, prompts, compared, lookup, max_tokens, json_out)
     found = plan(loaded, draft_model, dtype_, beam_width, beam_length, search_width, adaptive)
     shape = found.shape
     if replay_only:
@@ -110,6 +117,61 @@ def bench(
         print_json(report)
     else:
         show(report)
+
+
+def parse_trees(text: str) -> list[str | tuple[int, int, int]]:
+    """'auto', 'static' or (W, L, S) from 'WxLxS', for each comma-separated item."""
+    trees = []
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        if item in ("auto", "static"):
+            trees.append(item)
+            continue
+        try:
+            width, length, search = (int(x) for x in item.lower().split("x"))
+        except ValueError:
+            raise UsageError(f"--trees: expected auto, static or WxLxS (e.g. 3x5x16), got {item!r}") from None
+        if min(width, length, search) < 1:
+            raise UsageError(f"--trees: W, L and S must be >= 1, got {item!r}")
+        trees.append((width, length, search))
+    if not trees:
+        raise UsageError("--trees: give at least one tree")
+    return trees
+
+
+def compare_trees(loaded: LoadedModel, draft_model: Drafter, dtype, prompts: list[list[int]],
+                  trees: list, lookup: bool, max_tokens: int, json_out: bool) -> None:
+    """Our AR and ReDrafter with each tree on the same prompts, interleaved, with the
+    calibration's expected speed beside the measured one."""
+    plans = {}
+    for tree in trees:
+        found = (plan(loaded, draft_model, dtype, None, None, None, tree == "auto", quiet=True) if isinstance(tree, str)
+                 else plan(loaded, draft_model, dtype, *tree, quiet=True))
+        label = f"{tree} ({found.shape})" if isinstance(tree, str) else str(found.shape)
+        plans[label] = found
+    runner.warm_up(loaded, draft_model, lookup, **next(iter(plans.values())).options())
+    decoders = {"AR (ours)": runner.ours(loaded, None, max_tokens)}
+    decoders |= {label: runner.ours(loaded, draft_model, max_tokens, lookup=lookup, **found.options())
+                 for label, found in plans.items()}
+    console.print(f"[dim]{runtime.describe(dtype)}; {len(prompts)} prompts, {max_tokens} max tokens, "
+                  f"interleaved[/dim]")
+    results = runner.run_interleaved(prompts, decoders)
+    report = summarise(results, 1) | {"prompts": len(prompts), "max_tokens": max_tokens}
+    for entry in report["methods"][1:]:
+        found = plans[entry["name"]]
+        calibrated = found.calibration is not None and found.shape in found.calibration.shapes
+        entry["expected_tokens_per_s"] = found.calibration.expected_tokens_per_s(found.shape) if calibrated else None
+        entry.pop("compression", None)
+    if json_out:
+        return print_json(report)
+    table = Table(title=f"trees, interleaved ({len(prompts)} prompts)")
+    for column in ("method", "tokens/s", "x AR", "expected tok/s", "tokens/step", "steps", "same as AR"):
+        table.add_column(column, justify="left" if column == "method" else "right")
+    for m in report["methods"]:
+        expected = m.get("expected_tokens_per_s")
+        table.add_row(m["name"], f"{m['tokens_per_s']:.2f}", f"{m['speedup_vs_first']:.2f}",
+                      f"{expected:.2f}" if expected else "-", f"{m['tokens_per_step']:.3f}", str(m["steps"]),
+                      "yes" if m["identical_to_ar"] else "NO")
+    Console().print(table)
 
 
 def drafting(shape: TreeShape, lookup: bool) -> str:

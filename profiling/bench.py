@@ -84,19 +84,28 @@ def run_mlx_lm(folder: Path, prompts: list[list[int]], max_tokens: int) -> Metho
     return measure(MethodResult("mlx-lm AR"), prompts, decode)
 
 
-def run_ours(
-    loaded: LoadedModel, drafter: Drafter | None, prompts: list[list[int]], max_tokens: int,
-    *, profile: bool = False, lookup: bool = True, **drafting,
-) -> MethodResult:
-    """Our AR (drafter None) or ReDrafter, optionally with per-phase profiling; `drafting`:
-    the tree options of `decoding.generate` (`DraftPlan.options()`)."""
-    timer = PhaseTimer(profile)
+def ours(
+    loaded: LoadedModel, drafter: Drafter | None, max_tokens: int,
+    *, timer: PhaseTimer | None = None, lookup: bool = True, **drafting,
+) -> Decoder:
+    """Our AR (drafter None) or ReDrafter as a `Decoder`; `drafting`: the tree options of
+    `decoding.generate` (`DraftPlan.options()`)."""
 
     def decode(ids: list[int]):
         for step in generate(loaded.model, ids, drafter=drafter, lookup=lookup, max_tokens=max_tokens,
                              eos_ids=loaded.tokenizer.eos_token_ids, timer=timer, **drafting):
             yield step.tokens, step.stats
 
+    return decode
+
+
+def run_ours(
+    loaded: LoadedModel, drafter: Drafter | None, prompts: list[list[int]], max_tokens: int,
+    *, profile: bool = False, lookup: bool = True, **drafting,
+) -> MethodResult:
+    """Our AR (drafter None) or ReDrafter, optionally with per-phase profiling."""
+    timer = PhaseTimer(profile)
+    decode = ours(loaded, drafter, max_tokens, timer=timer, lookup=lookup, **drafting)
     result = measure(MethodResult("ReDrafter" if drafter else "AR (ours)"), prompts, decode)
     result.phase_times = dict(timer.totals)
     return result
@@ -106,22 +115,39 @@ def measure(result: MethodResult, prompts: list[list[int]], decode: Decoder) -> 
     """Drain `decode` for every prompt, timing token arrivals, and fill `result`."""
     mx.reset_peak_memory()
     for ids in prompts:
-        tokens: list[int] = []
-        stats = None
-        first = last = time.perf_counter()
-        for block, stats in decode(ids):
-            last = time.perf_counter()
-            if not tokens:
-                first = last
-            tokens += block
-        result.tokens.append(tokens)
-        result.decode_tokens += max(len(tokens) - 1, 0)
-        result.decode_time += last - first
-        result.steps += len(stats.accepted_per_step) if stats else max(len(tokens) - 1, 0)
-        result.accepted += sum(stats.accepted_per_step) if stats else max(len(tokens) - 1, 0)
-        result.verified += stats.verified_tokens if stats else []
+        add_run(result, ids, decode)
     result.peak_memory_gb = mx.get_peak_memory() / 1e9
     return result
+
+
+def run_interleaved(prompts: list[list[int]], decoders: dict[str, Decoder]) -> list[MethodResult]:
+    """Every decoder on every prompt, the order rotating from prompt to prompt, so that a
+    machine's drift during the run weighs on all of them alike (no peak memory: it is
+    shared)."""
+    results = {name: MethodResult(name) for name in decoders}
+    names = list(decoders)
+    for i, ids in enumerate(prompts):
+        for name in names[i % len(names):] + names[: i % len(names)]:
+            add_run(results[name], ids, decoders[name])
+    return list(results.values())
+
+
+def add_run(result: MethodResult, ids: list[int], decode: Decoder) -> None:
+    """Decode one prompt, timing token arrivals, into `result`."""
+    tokens: list[int] = []
+    stats = None
+    first = last = time.perf_counter()
+    for block, stats in decode(ids):
+        last = time.perf_counter()
+        if not tokens:
+            first = last
+        tokens += block
+    result.tokens.append(tokens)
+    result.decode_tokens += max(len(tokens) - 1, 0)
+    result.decode_time += last - first
+    result.steps += len(stats.accepted_per_step) if stats else max(len(tokens) - 1, 0)
+    result.accepted += sum(stats.accepted_per_step) if stats else max(len(tokens) - 1, 0)
+    result.verified += stats.verified_tokens if stats else []
 
 
 def warm_up(loaded: LoadedModel, drafter: Drafter | None, lookup: bool = True, **drafting) -> None:

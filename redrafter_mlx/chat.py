@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .beam_search import DEFAULT_SEARCH_WIDTH
 from .decoding import Sampler, Step, generate
 from .drafter import Drafter
 from .loading import LoadedModel
@@ -30,7 +29,7 @@ class ChatSession:
         max_tokens: int = 512,
         beam_width: int = 3,
         beam_length: int = 5,
-        search_width: int | None = DEFAULT_SEARCH_WIDTH,
+        search_width: int | None = None,
         lookup: bool = True,
         verify_lengths: list[int] | None = None,
         adapt: AdaptiveLength | None = None,

@@ -16,7 +16,6 @@ import mlx.core as mx
 from mlx_lm.sample_utils import make_sampler
 
 from .acceptance import accept
-from .beam_search import DEFAULT_SEARCH_WIDTH
 from .cache import KVCache
 from .drafter import Drafter
 from .drafting import DraftFn, TreeShape, make_draft_fn
@@ -171,7 +170,7 @@ def generate_redrafter(
     eos_ids: set[int] | frozenset[int] = frozenset(),
     cache: KVCache | None = None,
     top_k: int = 50,
-    search_width: int | None = DEFAULT_SEARCH_WIDTH,
+    search_width: int | None = None,
     lookup: bool = True,
     context: Sequence[int] = (),
     timer: PhaseTimer | None = None,
@@ -182,7 +181,8 @@ def generate_redrafter(
 
     Each step: (1) the guaranteed token and hidden state come from the previous step;
     (2) the drafter beam-searches W x L candidates (keeping `search_width` beams, of which
-    the W that cover the most drafter probability are verified: `beam_search`); with
+    the W that cover the most drafter probability are verified: `beam_search`; None or at
+    most W: the paper's search); with
     `lookup`, the last of them gives way to a copy of what followed the text's last n-gram
     earlier in `context`, the prompt or the answer, when it occurred (`lookup.py`), or
     else to the drafter's stored continuation of it (`drafter.ngrams`, `ngrams.py`); (3) the
@@ -288,7 +288,7 @@ def generate(
     drafter: Drafter | None = None,
     beam_width: int = 3,
     beam_length: int = 5,
-    search_width: int | None = DEFAULT_SEARCH_WIDTH,
+    search_width: int | None = None,
     lookup: bool = True,
     context: Sequence[int] = (),
     timer: PhaseTimer | None = None,

@@ -263,3 +263,11 @@ def test_tune_stores_a_calibration_that_the_defaults_then_use(tmp_path, write_ti
     explicit = invoke("bench", "-M", str(model), "-d", str(drafter), "-w", "1", "-l", "2", "-s", "1", "-n", "1",
                       "-m", "4", "--json", "--skip-mlx-lm")
     assert (json.loads(explicit.stdout.splitlines()[-1])["beam_width"]) == 1  # explicit values win
+    compared = invoke("bench", "-M", str(model), "-d", str(drafter), "--trees", "auto,static,2x3x4", "-n", "3",
+                      "-m", "8", "--json")
+    assert compared.exit_code == 0, compared.output
+    methods = json.loads(compared.stdout.splitlines()[-1])["methods"]
+    assert [m["name"] for m in methods] == ["AR (ours)", f"auto ({best})", f"static ({best})", "W=2 L=3 S=4"]
+    assert all(m["identical_to_ar"] and m["num_tokens"] > 0 for m in methods)
+    assert methods[3]["expected_tokens_per_s"] > 0  # a calibrated shape: the model's prediction is shown
+    assert_one_line_error(run("bench", "--trees", "3x5"), 2, "--trees")
