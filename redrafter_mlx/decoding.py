@@ -210,6 +210,8 @@ def generate_redrafter(
     start_length = cache.length
     limit = longest.max_packed
     padded = list(verify_lengths) if verify_lengths else [bucket(c, limit) for c in range(limit + 1)]
+    if len(padded) <= limit:
+        raise ValueError(f"verify_lengths must cover trees of up to {limit} tokens, got {len(padded) - 1}")
     before = dict(timer.totals)
     # The lookup's context; without the lookup an empty buffer keeps the draft's inputs uniform.
     text = TextBuffer([*context, *prompt], max_tokens + 2 * longest.beam_length) if lookup else TextBuffer([], 1)
