@@ -7,7 +7,7 @@ BLAS     = $(shell $(PY) -m redrafter_mlx.runtime 2>/dev/null)
 RUN_ENV  = $(if $(BLAS),LD_PRELOAD=$(BLAS))
 PROMPT  ?= Explain rotary position embeddings in two sentences.
 
-.PHONY: install run test bench clean system-deps
+.PHONY: install run test test-fast bench clean system-deps
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -28,6 +28,9 @@ run: install
 
 test: install
 	$(RUN_ENV) $(PY) -m pytest -q --durations=10 tests
+
+test-fast:  # the quick loop: no install, no tests marked slow
+	$(RUN_ENV) $(PY) -m pytest -q -x -m "not slow" tests
 
 bench: install
 	$(RUN_ENV) $(VENV)/bin/redrafter bench -n 16 -m 128

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
@@ -20,6 +20,22 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        print(f"redrafter-mlx {version('redrafter-mlx')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_show_version, is_eager=True, help="Show the version and exit.")] = False,
+) -> None:
+    """ReDrafter speculative decoding in pure MLX."""
 
 F = TypeVar("F", bound=Callable)
 

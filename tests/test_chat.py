@@ -68,6 +68,7 @@ def wait_for(session: str, text: str, timeout: float = 240) -> str:
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed (make installs it as root)")
+@pytest.mark.slow
 def test_interactive_chat_in_a_real_terminal(drafter_folder):
     session = f"redrafter-test-{os.getpid()}"
     command = f"{REDRAFTER} chat -d {drafter_folder} -m 400"

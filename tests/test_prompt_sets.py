@@ -149,6 +149,7 @@ def test_follow_up_turns_stand_alone():
     assert records[1]["turns"] == ["y", "z"]  # the input is left alone
 
 
+@pytest.mark.slow
 def test_regeneration_is_byte_identical(tmp_path):
     paths = bp.build(tmp_path)
     files = resources.files("redrafter_mlx.data")

@@ -256,6 +256,7 @@ def chi_square_p_value(counts: Counter, probs: dict, n: int) -> float:
     return chisquare(observed, expected).pvalue
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_sampled_redrafter_has_the_llm_distribution(temperature):
     probs = exact_sequence_probabilities(temperature)
@@ -286,6 +287,7 @@ def test_greedy_reads_raw_logits_and_samplers_read_log_probs():
     np.testing.assert_array_equal(np.array(decoding.greedy(logits)), log_probs.argmax(axis=-1))
 
 
+@pytest.mark.slow
 def test_lookup_accepts_what_the_answer_repeats_and_changes_no_token(embedded):
     """A random drafter gets nothing accepted; copying the answer's own repetitions does."""
     drafter = random_drafter(49152, 576, tied=True)

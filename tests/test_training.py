@@ -250,6 +250,7 @@ def test_hidden_store_two_writers(tmp_path):
     assert got["x"].tolist() == [[5.0] * 3] * 2 and got["y"].shape == (1, 3)
 
 
+@pytest.mark.slow
 def test_distill_workers_agree_with_one_process_and_resume(tmp_path, write_tiny_folder):
     """Two worker processes give the answers one process gives; a killed run's part file is
     merged and its prompts are skipped; every new answer's hidden states are stored."""
