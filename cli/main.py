@@ -1,4 +1,4 @@
-"""Entry point `redrafter`: picks the fast BLAS first, then loads and runs the Typer app."""
+"""Entry point `redrafter`: loads and runs the Typer app."""
 
 from __future__ import annotations
 
@@ -16,11 +16,8 @@ def load_commands() -> typer.Typer:
 
 
 def main() -> None:
-    from redrafter_mlx.runtime import reexec_with_fast_blas
+    from .app import print_error  # importing redrafter_mlx first routes MLX to OpenBLAS (fastblas.py)
 
-    from .app import print_error
-
-    reexec_with_fast_blas()  # before the heavy imports, which would otherwise run twice
     try:
         code = load_commands()(standalone_mode=False)
     except typer.Abort:

@@ -1,0 +1,24 @@
+"""redrafter-mlx: ReDrafter speculative decoding in pure MLX.
+
+    from redrafter_mlx import load, generate, stream_generate
+
+The API names load lazily, so importing a submodule stays cheap. Importing the package
+first routes MLX's CPU matmuls to OpenBLAS on Linux (`fastblas.py`).
+"""
+
+from .fastblas import preload as _preload_fast_blas
+
+_preload_fast_blas()
+
+_API = ("load", "generate", "stream_generate", "Pipeline", "Response")
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'redrafter_mlx' has no attribute {name!r}")
+
+
+__all__ = list(_API)

@@ -1,0 +1,59 @@
+"""The Python API: README's example runs, decoding matches plain decoding, and plain
+`python` gets the fast BLAS without any preload."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from redrafter_mlx import generate, load, stream_generate
+
+README = Path(__file__).parent.parent / "README.md"
+
+
+@pytest.fixture(scope="module")
+def pipelines():
+    return load("smollm2-135m"), load("smollm2-135m", drafter=False)
+
+
+def test_the_readme_example_runs(capsys):
+    section = README.read_text().split("## Python API", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    exec(compile(code, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert re.search(r"\d\.\d\d tokens/step, \d+\.\d tokens/s", out), out
+    assert len(out.strip().splitlines()) >= 2
+
+
+def test_api_output_equals_plain_decoding(pipelines):
+    redrafter, plain = pipelines
+    assert redrafter.drafter is not None and plain.drafter is None
+    prompt = "Give two facts about the Moon."
+    streamed = list(stream_generate(redrafter, prompt, max_tokens=40))
+    tokens = [t for r in streamed for t in r.tokens]
+    reference = [t for r in stream_generate(plain, prompt, max_tokens=40) for t in r.tokens]
+    assert tokens == reference and len(tokens) > 10
+    assert "".join(r.text for r in streamed) == generate(plain, prompt, max_tokens=40)
+    assert streamed[-1].stats.tokens_per_step > 1.0  # the drafter's tokens were accepted
+    ids = redrafter.tokenizer.encode("The capital of France is")
+    assert [t for r in stream_generate(redrafter, ids, max_tokens=8) for t in r.tokens] == \
+        [t for r in stream_generate(plain, ids, max_tokens=8) for t in r.tokens]  # ids as given
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the OpenBLAS route is Linux-only")
+def test_plain_python_gets_the_fast_blas_by_importing_the_package():
+    from redrafter_mlx.fastblas import find_openblas
+
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    script = "import redrafter_mlx; from redrafter_mlx.runtime import loaded_blas; print(loaded_blas())"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env).stdout
+    assert ("OpenBLAS" if find_openblas() else "reference BLAS") in out
+    late = subprocess.run([sys.executable, "-c", "import mlx.core; import redrafter_mlx"],
+                          capture_output=True, text=True, env=env)
+    if find_openblas():  # too late to switch: one warning that says how to fix it
+        assert "LD_PRELOAD=" in late.stderr and late.returncode == 0
