@@ -46,7 +46,12 @@ def read_prompts(prompt: Optional[str], prompts_file: Optional[Path]) -> list[st
     if (prompt is None) == (prompts_file is None):
         raise UsageError("give exactly one of --prompt/-p or --prompts-file")
     if prompts_file is None:
-        return [sys.stdin.read() if prompt == "-" else prompt]
+        text = sys.stdin.buffer.read().decode("utf-8", errors="surrogateescape") if prompt == "-" else prompt
+        try:
+            text.encode("utf-8")  # undecodable bytes arrive as surrogates, from argv and stdin alike
+        except UnicodeEncodeError:
+            raise UsageError("the prompt is not valid UTF-8 text") from None
+        return [text]
     prompts = []
     for number, line in enumerate(prompts_file.read_text().splitlines(), 1):
         if not line.strip():

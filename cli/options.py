@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Optional
 
 import typer
@@ -23,8 +24,16 @@ DTypeOpt = Annotated[
     typer.Option("--dtype", help="float32 | float16 | bfloat16 (default: float32 on CPU, float16 on GPU)."),
 ]
 MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", "-m", min=1, help="Tokens to generate.")]
-TempOpt = Annotated[float, typer.Option("--temp", min=0.0, help="Sampling temperature (0 = greedy).")]
-TopPOpt = Annotated[float, typer.Option("--top-p", min=0.0, max=1.0, help="Nucleus sampling (0 = off).")]
+def finite(value: float) -> float:
+    """Reject inf and nan, which pass typer's range checks (nan compares false)."""
+    if not math.isfinite(value):
+        raise typer.BadParameter(f"must be a finite number, got {value}")
+    return value
+
+
+TempOpt = Annotated[float, typer.Option("--temp", min=0.0, callback=finite, help="Sampling temperature (0 = greedy).")]
+TopPOpt = Annotated[float, typer.Option(
+    "--top-p", min=0.0, max=1.0, callback=finite, help="Nucleus sampling (0 = off).")]
 TopKOpt = Annotated[int, typer.Option("--top-k", min=0, help="Top-k sampling (0 = off).")]
 SeedOpt = Annotated[Optional[int], typer.Option("--seed", help="Random seed.")]
 SystemPromptOpt = Annotated[Optional[str], typer.Option("--system-prompt", help="System message.")]

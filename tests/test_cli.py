@@ -109,6 +109,9 @@ def test_info_reports_fast_blas_after_reexec():
         (["generate"], 2, "--prompt"),
         # typer's own option checks, shown in one line too
         (["generate", "-p", "hi", "-m", "0"], 2, "--max-tokens"),
+        (["generate", "-p", "hi", "--temp", "inf"], 2, "--temp"),
+        (["generate", "-p", "hi", "--temp", "nan"], 2, "--temp"),
+        (["generate", "-p", "hi", "--top-p", "nan"], 2, "--top-p"),
         (["train", "--steps", "0"], 2, "--steps"),
         (["bench", "--bogus"], 2, "--bogus"),
     ],
@@ -290,3 +293,12 @@ def test_version_and_info_show_what_is_installed(tmp_path):
     device = f"{runtime.device_name()}/{runtime.dtype_name(runtime.default_dtype())}"
     shipped = "smollm2-135m" if device == "cpu/float32" else "none"  # the drafter ships a CPU calibration
     assert f"{device}: shipped for {shipped}; 0 tuned in" in result.stdout
+
+
+def test_a_prompt_that_is_not_utf8_is_one_line_error():
+    env = {**os.environ, "COLUMNS": "200"}
+    for args, stdin in (([b"-p", b"caf\xe9 au lait"], b""), ([b"-p", b"-"], b"\xff\xfe not text")):
+        result = subprocess.run([REDRAFTER, "generate", *args], input=stdin, capture_output=True, env=env, timeout=600)
+        assert result.returncode == 2, result.stderr
+        lines = result.stderr.decode().strip().splitlines()
+        assert len(lines) == 1 and "not valid UTF-8" in lines[0], lines
