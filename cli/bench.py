@@ -111,8 +111,7 @@ def bench(
                "adaptive": found.adapt is not None,
                "prompts": len(prompts), "max_tokens": max_tokens, "runtime": runtime.describe(dtype_)}
     if found.calibration is not None:
-        report["expected_tokens_per_s"] = found.calibration.expected_tokens_per_s(shape) \
-            if shape in found.calibration.shapes else None
+        report["expected_tokens_per_s"] = found.expected_tokens_per_s
     if json_out:
         print_json(report)
     else:
@@ -157,9 +156,7 @@ def compare_trees(loaded: LoadedModel, draft_model: Drafter, dtype, prompts: lis
     results = runner.run_interleaved(prompts, decoders)
     report = summarise(results, 1) | {"prompts": len(prompts), "max_tokens": max_tokens}
     for entry in report["methods"][1:]:
-        found = plans[entry["name"]]
-        calibrated = found.calibration is not None and found.shape in found.calibration.shapes
-        entry["expected_tokens_per_s"] = found.calibration.expected_tokens_per_s(found.shape) if calibrated else None
+        entry["expected_tokens_per_s"] = plans[entry["name"]].expected_tokens_per_s
         entry.pop("compression", None)
     if json_out:
         return print_json(report)

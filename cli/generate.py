@@ -10,8 +10,8 @@ from typing import Annotated, Optional
 import mlx.core as mx
 import typer
 
-from redrafter_mlx import runtime
-from redrafter_mlx import decoding
+from redrafter_mlx import decoding, runtime
+from redrafter_mlx.api import with_text
 from redrafter_mlx.decoding import GenerationStats, make_greedy_or_sampler
 from redrafter_mlx.drafter import Drafter
 from redrafter_mlx.loading import DEFAULT_MODEL, LoadedModel, load, load_drafter_for
@@ -98,22 +98,20 @@ def generate_one(
     **options,
 ) -> tuple[list[int], str, GenerationStats]:
     """Decode one prompt, optionally printing text as it is produced."""
-    detokenizer = loaded.tokenizer.detokenizer
-    detokenizer.reset()
     tokens: list[int] = []
+    pieces: list[str] = []
     stats = GenerationStats()
-    for step in decoding.generate(loaded.model, prompt_ids, drafter=drafter, eos_ids=loaded.tokenizer.eos_token_ids, **options):
-        stats = step.stats
-        for token in step.tokens:
-            tokens.append(token)
-            detokenizer.add_token(token)
+    steps = decoding.generate(loaded.model, prompt_ids, drafter=drafter, eos_ids=loaded.tokenizer.eos_token_ids, **options)
+    for response in with_text(loaded.tokenizer, steps):
+        tokens += response.tokens
+        pieces.append(response.text)
+        stats = response.stats
         if stream:
-            sys.stdout.write(detokenizer.last_segment)
+            sys.stdout.write(response.text)
             sys.stdout.flush()
-    detokenizer.finalize()
     if stream:
-        sys.stdout.write(detokenizer.last_segment + "\n")
-    return tokens, detokenizer.text, stats
+        sys.stdout.write("\n")
+    return tokens, "".join(pieces), stats
 
 
 def check_decoding(mode: str, beam_width: int | None, beam_length: int | None, search_width: int | None) -> None:

@@ -12,7 +12,7 @@ from rich.table import Table
 from redrafter_mlx import runtime
 from redrafter_mlx.gguf import GGUFError, embedded_model_path
 from redrafter_mlx.loading import ALIASES, DEFAULT_MODEL, SHIPPED_DRAFTERS
-from redrafter_mlx.tuning import CALIBRATION_FILE, cache_dir, read_calibration
+from redrafter_mlx.tuning import CALIBRATION_FILE, calibration_dir, read_calibration
 
 from .app import app, friendly_errors
 
@@ -47,6 +47,6 @@ def calibration_status() -> str:
     device, dtype = runtime.device_name(), runtime.dtype_name(runtime.default_dtype())
     shipped = [name for name, folder in SHIPPED_DRAFTERS.items()
                if read_calibration(folder / CALIBRATION_FILE, device, dtype) is not None]
-    tuned = len(list((cache_dir() / "calibration").glob("*.json")))
+    tuned = len(list(calibration_dir().glob("*.json")))
     return (f"{device}/{dtype}: shipped for {', '.join(shipped) or 'none'}; "
-            f"{tuned} tuned in {cache_dir() / 'calibration'} (`redrafter tune`)")
+            f"{tuned} tuned in {calibration_dir()} (`redrafter tune`)")

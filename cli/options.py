@@ -8,10 +8,11 @@ from typing import Annotated, Optional
 import typer
 
 from redrafter_mlx import runtime
+from redrafter_mlx.api import plan_for
 from redrafter_mlx.beam_search import DEFAULT_SEARCH_WIDTH
 from redrafter_mlx.drafter import Drafter
 from redrafter_mlx.loading import DEFAULT_MODEL, LoadedModel
-from redrafter_mlx.tuning import DraftPlan, plan_drafting
+from redrafter_mlx.tuning import DraftPlan
 
 from .app import UsageError, console
 
@@ -79,8 +80,7 @@ def plan(
     search_width: int | None, adaptive: bool = True, quiet: bool = False,
 ) -> DraftPlan:
     """The drafting plan for the loaded pair; says once on stderr when it is not calibrated."""
-    found = plan_drafting(loaded.source, drafter.source, runtime.device_name(), runtime.dtype_name(dtype),
-                          beam_width, beam_length, search_width, adaptive)
+    found = plan_for(loaded, drafter, dtype, beam_width, beam_length, search_width, adaptive)
     if found.calibration is None and None in (beam_width, beam_length, search_width) and not quiet:
         console.print(f"[dim]no calibration for this model and drafter on {runtime.device_name()}/"
                       f"{runtime.dtype_name(dtype)}: drafting {found.shape}; `redrafter tune` measures "

@@ -13,13 +13,13 @@ The tree (W, L, S) comes from the drafter's calibration unless given, as in the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import mlx.core as mx
 
 from . import runtime
-from .decoding import GenerationStats, generate as decode, make_greedy_or_sampler
+from .decoding import GenerationStats, Step, generate as decode, make_greedy_or_sampler
 from .drafter import Drafter
 from .loading import DEFAULT_MODEL, LoadedModel, load as load_model, load_drafter_for, shipped_drafter
 from .prompting import encode_prompt
@@ -41,9 +41,16 @@ class Pipeline:
     def plan(self, beam_width: int | None = None, beam_length: int | None = None,
              search_width: int | None = None, adaptive: bool = True) -> DraftPlan:
         """The drafting plan for this pair on this device (explicit values win)."""
-        return plan_drafting(self.loaded.source, self.drafter.source if self.drafter else None,
-                             runtime.device_name(), runtime.dtype_name(self.dtype),
-                             beam_width, beam_length, search_width, adaptive)
+        return plan_for(self.loaded, self.drafter, self.dtype, beam_width, beam_length, search_width, adaptive)
+
+
+def plan_for(
+    loaded: LoadedModel, drafter: Drafter | None, dtype: mx.Dtype, beam_width: int | None = None,
+    beam_length: int | None = None, search_width: int | None = None, adaptive: bool = True,
+) -> DraftPlan:
+    """`tuning.plan_drafting` for a loaded pair on the device this process runs on."""
+    return plan_drafting(loaded.source, drafter.source if drafter else None, runtime.device_name(),
+                         runtime.dtype_name(dtype), beam_width, beam_length, search_width, adaptive)
 
 
 @dataclass
@@ -95,12 +102,19 @@ def stream_generate(
     if seed is not None:
         mx.random.seed(seed)
     drafting = pipeline.plan(beam_width, beam_length, search_width, adaptive).options() if pipeline.drafter else {}
+    yield from with_text(tokenizer, decode(
+        pipeline.loaded.model, ids, drafter=pipeline.drafter, max_tokens=max_tokens,
+        sampler=make_greedy_or_sampler(temp, top_p, top_k), eos_ids=tokenizer.eos_token_ids, lookup=lookup,
+        **drafting))
+
+
+def with_text(tokenizer, steps: Iterable[Step]) -> Iterator[Response]:
+    """A `Response` per decoding step with the text its tokens completed, then one without
+    tokens for what the detokenizer held back, if anything (the CLI streams through this too)."""
     detokenizer = tokenizer.detokenizer
     detokenizer.reset()
-    stats = GenerationStats(prompt_tokens=len(ids))
-    for step in decode(pipeline.loaded.model, ids, drafter=pipeline.drafter, max_tokens=max_tokens,
-                       sampler=make_greedy_or_sampler(temp, top_p, top_k), eos_ids=tokenizer.eos_token_ids,
-                       lookup=lookup, **drafting):
+    stats = GenerationStats()
+    for step in steps:
         for token in step.tokens:
             detokenizer.add_token(token)
         stats = step.stats

@@ -67,7 +67,7 @@ def with_lookup_beam(
     returns its beams best first (or in `choose_candidates` order), so the lookup displaces
     the one the drafter valued least; with W = 1 it takes the only beam when it matches,
     which was measured to accept more than the drafter's beam alone (README). The table's
-    guess does not: at W = 1 it lowered tokens/step from 1.917 to 1.862 (docs/drafter-training-log.md).
+    guess does not: at W = 1 it lowered tokens/step from 1.917 to 1.862 (docs/experiments.md).
     """
     draft, found = lookup_draft(context, length, beams.shape[-1] - 1)
     if ngrams is not None and beams.shape[1] > 1:

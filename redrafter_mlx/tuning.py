@@ -161,6 +161,11 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "redrafter-mlx"
 
 
+def calibration_dir() -> Path:
+    """Where `redrafter tune` stores the users' calibrations."""
+    return cache_dir() / "calibration"
+
+
 def calibration_path(model_source: Path, drafter_source: Path) -> Path:
     """Where `redrafter tune` stores the calibration of this (model, drafter) pair; the
     drafter's weights file's size and time are in the key, so retraining invalidates it."""
@@ -169,7 +174,7 @@ def calibration_path(model_source: Path, drafter_source: Path) -> Path:
         st = file.stat()
         stamp.append(f"{file.name}:{st.st_size}:{st.st_mtime_ns}")
     digest = hashlib.sha256("\n".join(stamp).encode()).hexdigest()[:16]
-    return cache_dir() / "calibration" / f"{digest}.json"
+    return calibration_dir() / f"{digest}.json"
 
 
 def find_calibration(
@@ -265,6 +270,13 @@ class DraftPlan:
     verify_lengths: list[int] | None
     calibration: Calibration | None
     adapt: AdaptiveLength | None = None
+
+    @property
+    def expected_tokens_per_s(self) -> float | None:
+        """The calibration's prediction for the starting shape; None where it has none."""
+        if self.calibration is None or self.shape not in self.calibration.shapes:
+            return None
+        return self.calibration.expected_tokens_per_s(self.shape)
 
     def options(self) -> dict:
         """Keyword arguments for `decoding.generate` / `generate_redrafter`."""

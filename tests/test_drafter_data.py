@@ -1,5 +1,5 @@
-"""The shipped drafter's distillation data (`drafters/smollm2-135m/distill.jsonl.gz`, see its
-docs/drafter-training-log.md): the embedded LLM's own greedy answers to the shipped training prompts, and to
+"""The shipped drafter's distillation data (`drafters/smollm2-135m/distill.jsonl.gz`, see the
+drafter's model card): the embedded LLM's own greedy answers to the shipped training prompts, and to
 no eval prompt, so `redrafter train --skip-distill --distill-data` on it reproduces the drafter
 and its n-gram table."""
 
