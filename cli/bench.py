@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,23 +11,22 @@ from rich.console import Console
 from rich.table import Table
 
 from redrafter_mlx import runtime
+from redrafter_mlx.api import Pipeline
 from redrafter_mlx.data import balanced_subset, load_prompts
-from redrafter_mlx.drafter import Drafter
 from redrafter_mlx.drafting import TreeShape
-from redrafter_mlx.loading import DEFAULT_MODEL, LoadedModel, load, load_drafter_for
+from redrafter_mlx.loading import DEFAULT_MODEL, load
+from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.profiling import bench as runner
 from redrafter_mlx.profiling.verify_cost import verify_cost as measure_verify_cost
 from redrafter_mlx.prompting import encode_prompt
 from redrafter_mlx.replay import record_answers, replay
 
 from .app import UsageError, app, console, friendly_errors, print_json
-from .generate import check_decoding, read_prompts
+from .generate import read_prompts
 from .options import (
-    AdaptiveOpt,
-    BeamLengthOpt, BeamWidthOpt, DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt, SearchWidthOpt,
-    LookupOpt, parse_sizes, plan,
+    TREE_FIELDS, DrafterOpt, DTypeOpt, ModelOpt, NumPromptsOpt, PromptsFileOpt, decoding_options, load_pipeline,
+    parse_sizes, plan,
 )
-
 
 BENCH_PROMPTS = 16  # the bench's largest default slice; `tune` replays other prompts
 
@@ -42,30 +42,23 @@ def eval_texts(num_prompts: int, for_tuning: bool = False) -> list[str]:
 
 
 def setup(
-    model: str, drafter: str | None, dtype, prompts_file: Path | None, num_prompts: int, for_tuning: bool = False
-) -> tuple[LoadedModel, Drafter, list[list[int]]]:
+    model: str, drafter: str | None, dtype: str | None, prompts_file: Path | None, num_prompts: int,
+    for_tuning: bool = False,
+) -> tuple[Pipeline, list[list[int]]]:
     """Model, drafter and encoded prompts (default: a category-balanced slice of the eval set)."""
     texts = (read_prompts(None, prompts_file) if prompts_file else eval_texts(num_prompts, for_tuning))[:num_prompts]
-    loaded = load(model, dtype)
-    draft_model = load_drafter_for(loaded, drafter, dtype)
-    return loaded, draft_model, [encode_prompt(loaded.tokenizer, t, vicuna=loaded.is_vicuna) for t in texts]
+    pipeline = load_pipeline(model, drafter, dtype)
+    return pipeline, [encode_prompt(pipeline.tokenizer, t, vicuna=pipeline.loaded.is_vicuna) for t in texts]
 
 
 @app.command()
 @friendly_errors
+@decoding_options(128, *TREE_FIELDS)
 def bench(
     model: ModelOpt = DEFAULT_MODEL,
     drafter: DrafterOpt = None,
-    beam_width: BeamWidthOpt = None,
-    beam_length: BeamLengthOpt = None,
-    search_width: SearchWidthOpt = None,
-    lookup: LookupOpt = True,
-    adaptive: AdaptiveOpt = True,
-    prompts_file: Annotated[
-        Optional[Path], typer.Option("--prompts-file", help="JSON lines with 'prompt' (default: held-out eval set).")
-    ] = None,
-    num_prompts: Annotated[int, typer.Option("--num-prompts", "-n", min=1, help="Prompts to run.")] = 16,
-    max_tokens: MaxTokensOpt = 128,
+    prompts_file: PromptsFileOpt = None,
+    num_prompts: NumPromptsOpt = 16,
     dtype: DTypeOpt = None,
     skip_mlx_lm: Annotated[bool, typer.Option("--skip-mlx-lm", help="Do not run the mlx-lm peer.")] = False,
     profile: Annotated[bool, typer.Option("--profile", help="Per-phase ReDrafter timings (slower).")] = False,
@@ -80,36 +73,36 @@ def bench(
         "--trees", metavar="TREE,TREE,...",
         help="Instead: our AR and ReDrafter with each tree (WxLxS, 'auto' = the calibrated choice with "
              "adaptive length, 'static' = without), interleaved prompt by prompt in one run.")] = None,
+    *,
+    options: DecodingOptions,
 ) -> None:
-    """Throughput, tokens/step, compression, memory and output identity of all three decoders."""
-    dtype_ = runtime.parse_dtype(dtype)
+    """Throughput, tokens/step, compression, memory and output identity of all three decoders (greedy)."""
     if verify_cost is not None:
-        return show_verify_cost(model, dtype_, parse_sizes(verify_cost, "--verify-cost"), json_out)
-    check_decoding("redrafter", beam_width, beam_length, search_width)
+        return show_verify_cost(model, runtime.parse_dtype(dtype), parse_sizes(verify_cost, "--verify-cost"), json_out)
     compared = parse_trees(trees) if trees is not None else None
-    loaded, draft_model, prompts = setup(model, drafter, dtype_, prompts_file, num_prompts)
+    pipeline, prompts = setup(model, drafter, dtype, prompts_file, num_prompts)
+    about = runtime.describe(pipeline.dtype)
     if compared is not None:
-        return compare_trees(loaded, draft_model, dtype_, prompts, compared, lookup, max_tokens, json_out)
-    found = plan(loaded, draft_model, dtype_, beam_width, beam_length, search_width, adaptive)
+        return compare_trees(pipeline, prompts, compared, options, json_out)
+    found = plan(pipeline, options)
     shape = found.shape
     if replay_only:
-        return show_replay(loaded, draft_model, prompts, shape, lookup,
-                           max_tokens, json_out, {"model": model, "runtime": runtime.describe(dtype_)})
-    console.print(f"[dim]{runtime.describe(dtype_)}; {len(prompts)} prompts, {max_tokens} max tokens, "
-                  f"{drafting(shape, lookup)}{'' if found.calibration else ' (not calibrated)'}[/dim]")
-    runner.warm_up(loaded, draft_model, lookup, **found.options())
+        return show_replay(pipeline, prompts, shape, options, json_out, {"model": model, "runtime": about})
+    console.print(f"[dim]{about}; {len(prompts)} prompts, {options.max_tokens} max tokens, "
+                  f"{drafting(shape, options.lookup)}{'' if found.calibration else ' (not calibrated)'}[/dim]")
+    runner.warm_up(pipeline, options, found)
     results = []
     with runner.scratch_dir() as scratch:
         if not skip_mlx_lm:
-            results.append(runner.run_mlx_lm(runner.mlx_lm_folder(loaded, Path(scratch)), prompts, max_tokens))
-    results.append(runner.run_ours(loaded, None, prompts, max_tokens))
-    results.append(runner.run_ours(loaded, draft_model, prompts, max_tokens, profile=profile, lookup=lookup,
-                                   **found.options()))
+            folder = runner.mlx_lm_folder(pipeline.loaded, Path(scratch))
+            results.append(runner.run_mlx_lm(folder, prompts, options.max_tokens))
+    results.append(runner.run_ours(pipeline.autoregressive(), prompts, options))
+    results.append(runner.run_ours(pipeline, prompts, options, found, profile=profile))
     report = summarise(results, shape.beam_width * shape.beam_length)
     report |= {"model": model, "beam_width": shape.beam_width, "beam_length": shape.beam_length,
-               "search_width": shape.search_width, "lookup": lookup, "calibrated": found.calibration is not None,
+               "search_width": shape.search_width, "lookup": options.lookup, "calibrated": found.calibration is not None,
                "adaptive": found.adapt is not None,
-               "prompts": len(prompts), "max_tokens": max_tokens, "runtime": runtime.describe(dtype_)}
+               "prompts": len(prompts), "max_tokens": options.max_tokens, "runtime": about}
     if found.calibration is not None:
         report["expected_tokens_per_s"] = found.expected_tokens_per_s
     if json_out:
@@ -137,21 +130,24 @@ def parse_trees(text: str) -> list[str | tuple[int, int, int]]:
     return trees
 
 
-def compare_trees(loaded: LoadedModel, draft_model: Drafter, dtype, prompts: list[list[int]],
-                  trees: list, lookup: bool, max_tokens: int, json_out: bool) -> None:
+def compare_trees(pipeline: Pipeline, prompts: list[list[int]], trees: list, options: DecodingOptions,
+                  json_out: bool) -> None:
     """Our AR and ReDrafter with each tree on the same prompts, interleaved, with the
     calibration's expected speed beside the measured one."""
     plans = {}
     for tree in trees:
-        found = (plan(loaded, draft_model, dtype, None, None, None, tree == "auto", quiet=True) if isinstance(tree, str)
-                 else plan(loaded, draft_model, dtype, *tree, quiet=True))
-        label = f"{tree} ({found.shape})" if isinstance(tree, str) else str(found.shape)
-        plans[label] = found
-    runner.warm_up(loaded, draft_model, lookup, **next(iter(plans.values())).options())
-    decoders = {"AR (ours)": runner.ours(loaded, None, max_tokens)}
-    decoders |= {label: runner.ours(loaded, draft_model, max_tokens, lookup=lookup, **found.options())
-                 for label, found in plans.items()}
-    console.print(f"[dim]{runtime.describe(dtype)}; {len(prompts)} prompts, {max_tokens} max tokens, "
+        if isinstance(tree, str):
+            tree_options = replace(options, beam_width=None, beam_length=None, search_width=None,
+                                   adaptive=tree == "auto")
+        else:
+            tree_options = replace(options, beam_width=tree[0], beam_length=tree[1], search_width=tree[2])
+        found = plan(pipeline, tree_options, quiet=True)
+        plans[f"{tree} ({found.shape})" if isinstance(tree, str) else str(found.shape)] = found
+    runner.warm_up(pipeline, options, next(iter(plans.values())))
+    decoders = {"AR (ours)": runner.ours(pipeline.autoregressive(), options)}
+    decoders |= {label: runner.ours(pipeline, options, found) for label, found in plans.items()}
+    max_tokens = options.max_tokens
+    console.print(f"[dim]{runtime.describe(pipeline.dtype)}; {len(prompts)} prompts, {max_tokens} max tokens, "
                   f"interleaved[/dim]")
     results = runner.run_interleaved(prompts, decoders)
     report = summarise(results, 1) | {"prompts": len(prompts), "max_tokens": max_tokens}
@@ -190,16 +186,18 @@ def show_verify_cost(model: str, dtype, sizes: list[int], json_out: bool) -> Non
     Console().print(table)
 
 
-def show_replay(loaded: LoadedModel, draft_model: Drafter, prompts: list[list[int]], shape: TreeShape,
-                lookup: bool, max_tokens: int, json_out: bool, about: dict) -> None:
+def show_replay(pipeline: Pipeline, prompts: list[list[int]], shape: TreeShape, options: DecodingOptions,
+                json_out: bool, about: dict) -> None:
     """Tokens/step of greedy ReDrafter from `replay.replay`: equal to decoding's count (up to
     near-ties), without the per-step verify passes, so whole prompt sets are affordable."""
+    max_tokens, lookup = options.max_tokens, options.lookup
     console.print(f"[dim]{about['runtime']}; {len(prompts)} prompts, {max_tokens} max tokens, "
                   f"{drafting(shape, lookup)}, replayed[/dim]")
-    eos = loaded.tokenizer.eos_token_ids or []
+    model = pipeline.loaded.model
+    eos = pipeline.tokenizer.eos_token_ids or []
     # beam_length - 1 tokens past the limit: the last step may accept drafts beyond it, as in decoding.
-    answers = record_answers(loaded.model, prompts, max_tokens + shape.beam_length - 1, eos)
-    result = replay(draft_model, loaded.model.embedding, answers, beam_width=shape.beam_width,
+    answers = record_answers(model, prompts, max_tokens + shape.beam_length - 1, eos)
+    result = replay(pipeline.drafter, model.embedding, answers, beam_width=shape.beam_width,
                     beam_length=shape.beam_length, search_width=shape.search_width, max_tokens=max_tokens,
                     prompts=prompts, lookup=lookup)
     report = about | {"beam_width": shape.beam_width, "beam_length": shape.beam_length,

@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
 
-import mlx.core as mx
 import typer
 
 from redrafter_mlx import runtime
 from redrafter_mlx.chat import ChatSession
-from redrafter_mlx.decoding import GenerationStats, make_greedy_or_sampler
-from redrafter_mlx.loading import DEFAULT_MODEL, load, load_drafter_for
+from redrafter_mlx.decoding import GenerationStats
+from redrafter_mlx.errors import InputError
+from redrafter_mlx.loading import DEFAULT_MODEL
+from redrafter_mlx.options import DecodingOptions
 
-from .app import app, console, friendly_errors
-from .generate import check_decoding
+from .app import UsageError, app, console, friendly_errors, print_error
+from .generate import ending, valid_text
 from .options import (
-    AdaptiveOpt,
-    BeamLengthOpt, BeamWidthOpt, DrafterOpt, DTypeOpt, MaxTokensOpt, ModelOpt, SearchWidthOpt,
-    LookupOpt, SeedOpt, SystemPromptOpt, TempOpt, TopKOpt, TopPOpt, VerboseOpt, plan,
+    SAMPLING_FIELDS, TREE_FIELDS, DrafterOpt, DTypeOpt, Mode, ModelOpt, ModeOpt, SystemPromptOpt, VerboseOpt,
+    decoding_options, load_pipeline, plan,
 )
 
 HELP = "/reset  forget the conversation   /stats  session totals   /help  this text   /quit  leave"
@@ -51,42 +50,27 @@ def answer(session: ChatSession, text: str, out) -> tuple[int, GenerationStats |
 
 @app.command()
 @friendly_errors
+@decoding_options(512, *SAMPLING_FIELDS, *TREE_FIELDS)
 def chat(
     model: ModelOpt = DEFAULT_MODEL,
     drafter: DrafterOpt = None,
-    beam_width: BeamWidthOpt = None,
-    beam_length: BeamLengthOpt = None,
-    search_width: SearchWidthOpt = None,
-    lookup: LookupOpt = True,
-    adaptive: AdaptiveOpt = True,
-    temp: TempOpt = 0.0,
-    top_p: TopPOpt = 0.0,
-    top_k: TopKOpt = 0,
-    max_tokens: MaxTokensOpt = 512,
     system_prompt: SystemPromptOpt = None,
-    seed: SeedOpt = None,
     dtype: DTypeOpt = None,
-    mode: Annotated[str, typer.Option("--mode", help="redrafter | ar")] = "redrafter",
+    mode: ModeOpt = Mode.redrafter,
     verbose: VerboseOpt = False,
+    *,
+    options: DecodingOptions,
 ) -> None:
     """Chat with a model; with piped stdin, answer one prompt per line."""
-    check_decoding(mode, beam_width, beam_length, search_width)
-    dtype_ = runtime.parse_dtype(dtype)
-    if seed is not None:
-        mx.random.seed(seed)
-    loaded = load(model, dtype_)
-    draft_model = load_drafter_for(loaded, drafter, dtype_) if mode == "redrafter" else None
-    drafting = plan(loaded, draft_model, dtype_, beam_width, beam_length, search_width, adaptive) if draft_model else None
-    session = ChatSession(
-        loaded, draft_model, system_prompt=system_prompt, sampler=make_greedy_or_sampler(temp, top_p, top_k),
-        max_tokens=max_tokens, lookup=lookup, **(drafting.options() if drafting else {}),
-    )
+    pipeline = load_pipeline(model, drafter, dtype, mode)
+    session = ChatSession(pipeline, options, system_prompt=system_prompt, drafting=plan(pipeline, options))
     interactive = sys.stdin.isatty()
     if verbose or interactive:
-        console.print(f"[dim]{runtime.describe(dtype_)}[/dim]")
+        console.print(f"[dim]{runtime.describe(pipeline.dtype)}[/dim]")
     if interactive:
-        console.print(f"[bold]redrafter chat[/bold] with {model} ({mode}). {HELP}")
+        console.print(f"[bold]redrafter chat[/bold] with {model} ({mode.value}). {HELP}")
     totals = {"turns": 0, "tokens": 0, "steps": 0, "time": 0.0}
+    failed = False
     while True:
         try:
             text = console.input("[bold green]>>> [/bold green]") if interactive else sys.stdin.readline()
@@ -112,10 +96,20 @@ def chat(
                           f"{totals['tokens'] / max(totals['steps'], 1):.2f} tokens/step, "
                           f"{session.cache.length} tokens in cache[/dim]")
             continue
-        count, stats = answer(session, text, sys.stdout)
+        try:
+            count, stats = answer(session, valid_text(text), sys.stdout)
+        except (UsageError, InputError) as e:  # this line is skipped; the conversation goes on
+            print_error(str(e))
+            failed = True
+            continue
+        note = ending(stats, options) if stats is not None else None
+        if note:
+            console.print(f"[yellow]{note}[/yellow]")
         if stats is not None:
             totals["turns"] += 1
             totals["tokens"] += count
             totals["steps"] += max(len(stats.accepted_per_step), 1)
             totals["time"] += stats.generation_time
             console.print(f"[dim]{stats_line(stats, count)}, {session.reused_tokens} prompt tokens reused[/dim]")
+    if failed and not interactive:
+        raise typer.Exit(1)  # piped input: a skipped line fails the run

@@ -10,7 +10,7 @@ from mlx.utils import tree_flatten
 
 from redrafter_mlx import runtime
 from redrafter_mlx.export import export_hf_folder
-from redrafter_mlx.loading import DEFAULT_MODEL, load
+from redrafter_mlx.loading import DEFAULT_MODEL, SHIPPED_DRAFTER_KEY, load, shipped_drafter_name
 
 from .app import app, console, friendly_errors
 from .options import DTypeOpt, ModelOpt
@@ -27,5 +27,7 @@ def export(
     """Export the weights, config and tokenizer (with chat template) as a Hugging Face folder."""
     loaded = load(model, runtime.parse_dtype(dtype))
     weights = dict(tree_flatten(loaded.model.parameters()))
-    path = export_hf_folder(loaded.config, weights, loaded.tokenizer._tokenizer, out, force=force)
+    drafter = shipped_drafter_name(loaded)  # the same weights keep their drafter
+    config = loaded.config | ({SHIPPED_DRAFTER_KEY: drafter} if drafter else {})
+    path = export_hf_folder(config, weights, loaded.tokenizer._tokenizer, out, force=force)
     console.print(f"wrote {path}")

@@ -10,21 +10,19 @@ from rich.console import Console
 from rich.table import Table
 
 from redrafter_mlx import runtime
-from redrafter_mlx.gguf import GGUFError, embedded_model_path
-from redrafter_mlx.loading import ALIASES, DEFAULT_MODEL, SHIPPED_DRAFTERS
+from redrafter_mlx.errors import InputError
+from redrafter_mlx.loading import ALIASES, DEFAULT_MODEL, SHIPPED_DRAFTERS, load, shipped_drafter_name
 from redrafter_mlx.tuning import CALIBRATION_FILE, calibration_dir, read_calibration
 
 from .app import app, friendly_errors
+from .options import ModelOpt
 
 
 @app.command()
 @friendly_errors
-def info() -> None:
-    """Show device, default dtype, BLAS library, versions and the embedded model."""
-    try:
-        embedded = str(embedded_model_path())
-    except GGUFError as e:
-        embedded = f"missing ({e})"
+def info(model: ModelOpt = DEFAULT_MODEL) -> None:
+    """Show device, default dtype, BLAS library, versions, the model (its context length) and
+    its drafter."""
     table = Table(show_header=False, box=None)
     rows = {
         "redrafter-mlx": version("redrafter-mlx"),
@@ -32,7 +30,7 @@ def info() -> None:
         "platform": f"{platform.system()} {platform.machine()}",
         "runtime": runtime.describe(runtime.default_dtype()),
         "OpenBLAS library": runtime.find_openblas() or "not installed (apt-get install libopenblas0-pthread)",
-        "default model": f"{DEFAULT_MODEL} -> {embedded}",
+        "model": describe_model(model),
         "aliases": ", ".join(f"{k}={v}" for k, v in ALIASES.items() if k != DEFAULT_MODEL),
         "shipped drafters": ", ".join(f"{name} -> {folder}" for name, folder in SHIPPED_DRAFTERS.items()),
         "calibration": calibration_status(),
@@ -40,6 +38,19 @@ def info() -> None:
     for key, value in rows.items():
         table.add_row(f"[bold]{key}[/bold]", value)
     Console().print(table)
+
+
+def describe_model(name: str) -> str:
+    """Where the model comes from, its shape, its context length and its shipped drafter."""
+    try:
+        loaded = load(name, runtime.default_dtype())
+    except InputError as e:
+        return f"{name}: cannot load ({e})"
+    args = loaded.model.args
+    context = f"context {args.max_position_embeddings} tokens" if args.max_position_embeddings else "context unknown"
+    return (f"{name} -> {loaded.source}\n{args.model_type}, {args.num_hidden_layers} layers, hidden "
+            f"{args.hidden_size}, vocab {args.vocab_size}, {context}; shipped drafter: "
+            f"{shipped_drafter_name(loaded) or 'none (pass --drafter)'}")
 
 
 def calibration_status() -> str:

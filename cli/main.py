@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -17,6 +18,9 @@ def load_commands() -> typer.Typer:
 
 def main() -> None:
     from .app import print_error  # importing redrafter_mlx first routes MLX to OpenBLAS (fastblas.py)
+
+    # The CLI checks prompt lengths against the context itself, in one line of its own.
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
     try:
         code = load_commands()(standalone_mode=False)

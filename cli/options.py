@@ -1,17 +1,28 @@
-"""Options shared by several commands (one definition each)."""
+"""Options shared by several commands (one definition each).
+
+The decoding flags are `DecodingOptions`' fields: `decoding_options` adds the ones a command
+takes to its signature and hands the command one `DecodingOptions`, so no command re-lists
+them and every default comes from the one type.
+"""
 
 from __future__ import annotations
 
+import enum
+import functools
+import inspect
 import math
-from typing import Annotated, Optional
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Optional, TypeVar
 
 import typer
 
 from redrafter_mlx import runtime
-from redrafter_mlx.api import plan_for
+from redrafter_mlx.api import Pipeline
 from redrafter_mlx.beam_search import DEFAULT_SEARCH_WIDTH
-from redrafter_mlx.drafter import Drafter
-from redrafter_mlx.loading import DEFAULT_MODEL, LoadedModel
+from redrafter_mlx.loading import DEFAULT_MODEL, load, load_drafter_for
+from redrafter_mlx.options import SAMPLING_FIELDS, TREE_FIELDS, DecodingOptions
 from redrafter_mlx.tuning import DraftPlan
 
 from .app import UsageError, console
@@ -43,11 +54,11 @@ DrafterOpt = Annotated[
     typer.Option("--drafter", "-d", help="Drafter folder or hub id (default: the one shipped for the model)."),
 ]
 AUTO = " Default: auto, the fastest tree `redrafter tune` measured for this model, drafter and device."
-BeamWidthOpt = Annotated[Optional[int], typer.Option("--beam-width", "-w", help="Beams verified per step (W)." + AUTO)]
+BeamWidthOpt = Annotated[Optional[int], typer.Option("--beam-width", "-w", min=1, help="Beams verified per step (W)." + AUTO)]
 BeamLengthOpt = Annotated[Optional[int], typer.Option(
-    "--beam-length", "-l", help="Tokens per beam incl. the guaranteed one (L)." + AUTO)]
+    "--beam-length", "-l", min=1, help="Tokens per beam incl. the guaranteed one (L)." + AUTO)]
 SearchWidthOpt = Annotated[Optional[int], typer.Option(
-    "--search-width", "-s",
+    "--search-width", "-s", min=1,
     help="Beams the drafter's beam search keeps; the W verified are the ones that cover the most "
          "drafter probability (at most W: the paper's beam search, all W verified)." + AUTO)]
 LookupOpt = Annotated[bool, typer.Option(
@@ -59,9 +70,61 @@ AdaptiveOpt = Annotated[bool, typer.Option(
     "--adaptive/--static",
     help="With a calibration and no --beam-length: choose each step's beam length from the acceptance "
          "seen so far (long beams where the text repeats, short ones in open prose).")]
+PromptsFileOpt = Annotated[Optional[Path], typer.Option(
+    "--prompts-file", exists=True, dir_okay=False,
+    help="JSON lines with a 'prompt' field (default: the held-out eval prompts).")]
+NumPromptsOpt = Annotated[int, typer.Option("--num-prompts", "-n", min=1, help="Prompts to run.")]
+
+
+class Mode(str, enum.Enum):
+    redrafter = "redrafter"
+    ar = "ar"
+
+
+ModeOpt = Annotated[Mode, typer.Option("--mode", help="redrafter: draft and verify; ar: plain decoding.")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Print device, dtype and BLAS.")]
 
-__all__ = ["DEFAULT_MODEL", "DEFAULT_SEARCH_WIDTH"]
+__all__ = ["DEFAULT_MODEL", "DEFAULT_SEARCH_WIDTH", "SAMPLING_FIELDS", "TREE_FIELDS"]
+
+FLAGS = {
+    "max_tokens": MaxTokensOpt, "temp": TempOpt, "top_p": TopPOpt, "top_k": TopKOpt, "seed": SeedOpt,
+    "beam_width": BeamWidthOpt, "beam_length": BeamLengthOpt, "search_width": SearchWidthOpt,
+    "lookup": LookupOpt, "adaptive": AdaptiveOpt,
+}
+PANEL = "Decoding"
+F = TypeVar("F", bound=Callable)
+
+
+def decoding_options(max_tokens: int, *names: str) -> Callable[[F], F]:
+    """Give the command `--max-tokens` (default `max_tokens`) and the flags of the named
+    `DecodingOptions` fields, and call it with `options: DecodingOptions` instead of them."""
+
+    def decorate(command: F) -> F:
+        defaults = DecodingOptions(max_tokens=max_tokens)
+        taken = ("max_tokens", *names)
+        flags = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=getattr(defaults, name),
+                                   annotation=in_panel(FLAGS[name])) for name in taken]
+        signature = inspect.signature(command)
+        hints = typing.get_type_hints(command, include_extras=True)  # resolved in the command's module
+        own = [p.replace(annotation=hints[p.name]) for p in signature.parameters.values() if p.name != "options"]
+
+        @functools.wraps(command)
+        def wrapper(*args, **kwargs):
+            options = DecodingOptions(**{name: kwargs.pop(name) for name in taken})
+            return command(*args, options=options, **kwargs)
+
+        wrapper.__signature__ = signature.replace(parameters=own + flags)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in own + flags} | {"return": None}
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def in_panel(flag):
+    """The same option, listed under "Decoding" in --help."""
+    kind, option = typing.get_args(flag)
+    option.rich_help_panel = PANEL
+    return Annotated[kind, option]
 
 
 def parse_sizes(text: str, name: str) -> list[int]:
@@ -75,14 +138,20 @@ def parse_sizes(text: str, name: str) -> list[int]:
     return sizes
 
 
-def plan(
-    loaded: LoadedModel, drafter: Drafter, dtype, beam_width: int | None, beam_length: int | None,
-    search_width: int | None, adaptive: bool = True, quiet: bool = False,
-) -> DraftPlan:
-    """The drafting plan for the loaded pair; says once on stderr when it is not calibrated."""
-    found = plan_for(loaded, drafter, dtype, beam_width, beam_length, search_width, adaptive)
-    if found.calibration is None and None in (beam_width, beam_length, search_width) and not quiet:
+def plan(pipeline: Pipeline, options: DecodingOptions, quiet: bool = False) -> DraftPlan | None:
+    """The drafting plan for the pipeline (None without a drafter); says once on stderr when
+    the tree is left to a calibration that does not exist."""
+    found = pipeline.plan(options)
+    auto = None in (options.beam_width, options.beam_length, options.search_width)
+    if found is not None and found.calibration is None and auto and not quiet:
         console.print(f"[dim]no calibration for this model and drafter on {runtime.device_name()}/"
-                      f"{runtime.dtype_name(dtype)}: drafting {found.shape}; `redrafter tune` measures "
+                      f"{runtime.dtype_name(pipeline.dtype)}: drafting {found.shape}; `redrafter tune` measures "
                       f"the fastest tree for this machine[/dim]")
     return found
+
+
+def load_pipeline(model: str, drafter: str | None, dtype: str | None, mode: Mode = Mode.redrafter) -> Pipeline:
+    """The LLM and, unless `mode` is ar, its drafter (`drafter`, else the one shipped for it)."""
+    dtype_ = runtime.parse_dtype(dtype)
+    loaded = load(model, dtype_)
+    return Pipeline(loaded, load_drafter_for(loaded, drafter, dtype_) if mode is Mode.redrafter else None, dtype_)

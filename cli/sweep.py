@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,45 +13,41 @@ from rich.table import Table
 
 from redrafter_mlx import runtime
 from redrafter_mlx.loading import DEFAULT_MODEL
+from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.profiling import bench as runner
 from redrafter_mlx.profiling.sweep import grid, plot_all, run_sweep
 
 from .app import app, console, friendly_errors
 from .bench import setup
-from .generate import check_decoding
-from .options import (
-    DrafterOpt, DTypeOpt, LookupOpt, MaxTokensOpt, ModelOpt, SearchWidthOpt, parse_sizes, plan,
-)
+from .options import DrafterOpt, DTypeOpt, ModelOpt, NumPromptsOpt, PromptsFileOpt, decoding_options, parse_sizes, plan
 
 
 @app.command()
 @friendly_errors
+@decoding_options(96, "search_width", "lookup")
 def sweep(
     beam_widths: Annotated[str, typer.Option("--beam-widths", help="Comma-separated W values.")] = "1,2,3,4",
     beam_lengths: Annotated[str, typer.Option("--beam-lengths", help="Comma-separated L values.")] = "2,3,4,5",
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for sweep.csv and the PNGs.")] = Path("sweep"),
     model: ModelOpt = DEFAULT_MODEL,
     drafter: DrafterOpt = None,
-    prompts_file: Annotated[Optional[Path], typer.Option("--prompts-file", help="JSON lines with 'prompt'.")] = None,
-    num_prompts: Annotated[int, typer.Option("--num-prompts", "-n", min=1)] = 8,
-    max_tokens: MaxTokensOpt = 96,
+    prompts_file: PromptsFileOpt = None,
+    num_prompts: NumPromptsOpt = 8,
     dtype: DTypeOpt = None,
-    search_width: SearchWidthOpt = None,
-    lookup: LookupOpt = True,
+    *,
+    options: DecodingOptions,
 ) -> None:
     """Measure AR once and ReDrafter for every (W, L); resumable (finished cells are kept)."""
     widths, lengths = parse_sizes(beam_widths, "--beam-widths"), parse_sizes(beam_lengths, "--beam-lengths")
-    check_decoding("redrafter", widths[0], lengths[0], search_width)
-    dtype_ = runtime.parse_dtype(dtype)
-    loaded, draft_model, prompts = setup(model, drafter, dtype_, prompts_file, num_prompts)
+    pipeline, prompts = setup(model, drafter, dtype, prompts_file, num_prompts)
     out.mkdir(parents=True, exist_ok=True)
-    runner.warm_up(loaded, draft_model, lookup, **plan(loaded, draft_model, dtype_, widths[0], lengths[0],
-                                                        search_width).options())
-    ar = runner.run_ours(loaded, None, prompts, max_tokens)
+    cell_options = {(w, l): replace(options, beam_width=w, beam_length=l, adaptive=False) for w in widths for l in lengths}
+    runner.warm_up(pipeline, cell_options[widths[0], lengths[0]])
+    ar = runner.run_ours(pipeline.autoregressive(), prompts, options)
 
     def measure_cell(width: int, length: int) -> dict:
-        drafting = plan(loaded, draft_model, dtype_, width, length, search_width, quiet=True)
-        r = runner.run_ours(loaded, draft_model, prompts, max_tokens, lookup=lookup, **drafting.options())
+        cell = cell_options[width, length]
+        r = runner.run_ours(pipeline, prompts, cell, plan(pipeline, cell, quiet=True))
         return {"tokens_per_s": r.tokens_per_s, "speedup": r.tokens_per_s / ar.tokens_per_s,
                 "tokens_per_step": r.tokens_per_step,
                 "compression": sum(r.verified) / len(r.verified) / (width * length) if r.verified else 1.0}
@@ -60,7 +57,7 @@ def sweep(
     with Progress(*columns, console=console) as progress:
         task = progress.add_task(f"sweep (AR {ar.tokens_per_s:.1f} tok/s)", total=len(widths) * len(lengths))
         rows = run_sweep(widths, lengths, out, measure_cell, lambda w, l: progress.advance(task))
-    images = plot_all(rows, out, f"{model}, {len(prompts)} prompts, {max_tokens} tokens, AR {ar.tokens_per_s:.1f} tok/s")
+    images = plot_all(rows, out, f"{model}, {len(prompts)} prompts, {options.max_tokens} tokens, AR {ar.tokens_per_s:.1f} tok/s")
     show(rows)
     console.print(f"wrote {out / 'sweep.csv'} and {', '.join(p.name for p in images)}")
 

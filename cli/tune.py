@@ -12,18 +12,20 @@ from rich.table import Table
 
 from redrafter_mlx import runtime
 from redrafter_mlx.loading import DEFAULT_MODEL
+from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.profiling.calibrate import DEFAULT_LENGTHS, DEFAULT_WIDTHS, WIDE_SEARCH, calibrate, shape_grid, work_units
 from redrafter_mlx.tuning import Calibration, calibration_path, write_calibration
 
 from .app import app, console, friendly_errors, print_json
 from .bench import setup
-from .options import DrafterOpt, DTypeOpt, LookupOpt, ModelOpt, parse_sizes
+from .options import DrafterOpt, DTypeOpt, ModelOpt, NumPromptsOpt, PromptsFileOpt, decoding_options, parse_sizes
 
 SHOWN = 8  # rows of the table: the fastest shapes
 
 
 @app.command()
 @friendly_errors
+@decoding_options(96, "lookup")
 def tune(
     model: ModelOpt = DEFAULT_MODEL,
     drafter: DrafterOpt = None,
@@ -34,31 +36,29 @@ def tune(
         ",".join(map(str, DEFAULT_LENGTHS)),
     search_widths: Annotated[str, typer.Option(
         "--search-widths", help="S values to try; S <= W is the paper's search.")] = f"1,{WIDE_SEARCH}",
-    lookup: LookupOpt = True,
-    num_prompts: Annotated[int, typer.Option("--num-prompts", "-n", min=1, help="Held-out prompts to replay.")] = 8,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", "-m", min=8, help="Tokens per replayed answer.")] = 96,
-    prompts_file: Annotated[
-        Optional[Path], typer.Option("--prompts-file", help="JSON lines with 'prompt' (default: held-out eval prompts "
-                                                         "that `bench` does not run by default).")
-    ] = None,
+    num_prompts: NumPromptsOpt = 8,
+    prompts_file: PromptsFileOpt = None,
     out: Annotated[Optional[Path], typer.Option(
         "--out", help="Calibration file to write (default: the user cache, where every command finds it).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the calibration as JSON.")] = False,
+    *,
+    options: DecodingOptions,
 ) -> None:
     """Measure verify and draft costs and replayed tokens/step on this machine, and store the
-    calibration that makes `-w/-l/-s` default to the fastest tree (explicit values still win)."""
-    dtype_ = runtime.parse_dtype(dtype)
+    calibration that makes `-w/-l/-s` default to the fastest tree (explicit values still win).
+    Replays held-out prompts that `bench` does not run by default; -m: tokens per answer."""
     grid = shape_grid(parse_sizes(beam_widths, "--beam-widths"), parse_sizes(beam_lengths, "--beam-lengths"),
                       parse_sizes(search_widths, "--search-widths"))
-    loaded, draft_model, prompts = setup(model, drafter, dtype_, prompts_file, num_prompts, for_tuning=True)
-    console.print(f"[dim]{runtime.describe(dtype_)}; {len(grid)} tree shapes, {len(prompts)} prompts[/dim]")
+    pipeline, prompts = setup(model, drafter, dtype, prompts_file, num_prompts, for_tuning=True)
+    loaded, draft_model = pipeline.loaded, pipeline.drafter
+    console.print(f"[dim]{runtime.describe(pipeline.dtype)}; {len(grid)} tree shapes, {len(prompts)} prompts[/dim]")
     columns = (TextColumn("{task.description:<28}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("tuning", total=work_units(grid))
         calibration = calibrate(
-            loaded, draft_model, prompts, grid, device=runtime.device_name(), dtype=runtime.dtype_name(dtype_),
-            max_tokens=max_tokens, lookup=lookup,
+            loaded, draft_model, prompts, grid, device=runtime.device_name(), dtype=runtime.dtype_name(pipeline.dtype),
+            max_tokens=options.max_tokens, lookup=options.lookup,
             advance=lambda what: progress.update(task, advance=1, description=what),
         )
     path = out or calibration_path(loaded.source, draft_model.source)

@@ -11,18 +11,19 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import mlx.core as mx
 from mlx.utils import tree_flatten
 
-from redrafter_mlx.decoding import GenerationStats, generate, make_greedy_or_sampler
-from redrafter_mlx.drafter import Drafter
+from redrafter_mlx.api import Pipeline
+from redrafter_mlx.decoding import GenerationStats, make_greedy_or_sampler
 from redrafter_mlx.export import export_hf_folder
 from redrafter_mlx.loading import LoadedModel
-
-from .timers import PhaseTimer
+from redrafter_mlx.options import DecodingOptions
+from redrafter_mlx.timers import PhaseTimer
+from redrafter_mlx.tuning import DraftPlan
 
 
 @dataclass
@@ -84,29 +85,25 @@ def run_mlx_lm(folder: Path, prompts: list[list[int]], max_tokens: int) -> Metho
     return measure(MethodResult("mlx-lm AR"), prompts, decode)
 
 
-def ours(
-    loaded: LoadedModel, drafter: Drafter | None, max_tokens: int,
-    *, timer: PhaseTimer | None = None, lookup: bool = True, **drafting,
-) -> Decoder:
-    """Our AR (drafter None) or ReDrafter as a `Decoder`; `drafting`: the tree options of
-    `decoding.generate` (`DraftPlan.options()`)."""
+def ours(pipeline: Pipeline, options: DecodingOptions, drafting: DraftPlan | None = None,
+         timer: PhaseTimer | None = None) -> Decoder:
+    """Our AR (a pipeline without drafter) or ReDrafter as a `Decoder`; `drafting` defaults to
+    the pipeline's plan for `options`."""
+    drafting = drafting or pipeline.plan(options)
 
     def decode(ids: list[int]):
-        for step in generate(loaded.model, ids, drafter=drafter, lookup=lookup, max_tokens=max_tokens,
-                             eos_ids=loaded.tokenizer.eos_token_ids, timer=timer, **drafting):
+        for step in pipeline.decode(ids, options, drafting, timer=timer):
             yield step.tokens, step.stats
 
     return decode
 
 
-def run_ours(
-    loaded: LoadedModel, drafter: Drafter | None, prompts: list[list[int]], max_tokens: int,
-    *, profile: bool = False, lookup: bool = True, **drafting,
-) -> MethodResult:
-    """Our AR (drafter None) or ReDrafter, optionally with per-phase profiling."""
+def run_ours(pipeline: Pipeline, prompts: list[list[int]], options: DecodingOptions,
+             drafting: DraftPlan | None = None, profile: bool = False) -> MethodResult:
+    """Our AR (a pipeline without drafter) or ReDrafter, optionally with per-phase profiling."""
     timer = PhaseTimer(profile)
-    decode = ours(loaded, drafter, max_tokens, timer=timer, lookup=lookup, **drafting)
-    result = measure(MethodResult("ReDrafter" if drafter else "AR (ours)"), prompts, decode)
+    decode = ours(pipeline, options, drafting, timer)
+    result = measure(MethodResult("ReDrafter" if pipeline.drafter else "AR (ours)"), prompts, decode)
     result.phase_times = dict(timer.totals)
     return result
 
@@ -150,11 +147,12 @@ def add_run(result: MethodResult, ids: list[int], decode: Decoder) -> None:
     result.verified += stats.verified_tokens if stats else []
 
 
-def warm_up(loaded: LoadedModel, drafter: Drafter | None, lookup: bool = True, **drafting) -> None:
+def warm_up(pipeline: Pipeline, options: DecodingOptions, drafting: DraftPlan | None = None) -> None:
     """One short run of each decoder so one-time costs do not land on the first prompt."""
-    ids = loaded.tokenizer.encode("Hello")
-    for d in (None, drafter):
-        for _ in generate(loaded.model, ids, drafter=d, lookup=lookup, max_tokens=8, **drafting):
+    ids = pipeline.tokenizer.encode("Hello")
+    short = replace(options, max_tokens=8)
+    for each, plan in ((pipeline.autoregressive(), None), (pipeline, drafting)):
+        for _ in each.decode(ids, short, plan):
             pass
 
 

@@ -12,6 +12,7 @@ from mlx.utils import tree_flatten
 from mlx_lm.utils import quantize_model as mlx_lm_quantize_model
 
 from redrafter_mlx.drafter import Drafter, quantize_drafter, save_drafter
+from redrafter_mlx.errors import InputError
 from redrafter_mlx.export import export_hf_folder
 from redrafter_mlx.loading import LoadedModel
 
@@ -21,9 +22,9 @@ GROUP_SIZES = (32, 64, 128)
 
 def check_settings(bits: int, group_size: int) -> None:
     if bits not in BITS:
-        raise ValueError(f"--bits must be one of {BITS}, got {bits}")
+        raise InputError(f"--bits must be one of {BITS}, got {bits}")
     if group_size not in GROUP_SIZES:
-        raise ValueError(f"--group-size must be one of {GROUP_SIZES}, got {group_size}")
+        raise InputError(f"--group-size must be one of {GROUP_SIZES}, got {group_size}")
 
 
 def quantize_llm(loaded: LoadedModel, out: Path, bits: int, group_size: int, force: bool = False) -> Path:

@@ -18,7 +18,11 @@ def __getattr__(name: str):
         from . import api
 
         return getattr(api, name)
+    if name == "DecodingOptions":
+        from .options import DecodingOptions
+
+        return DecodingOptions
     raise AttributeError(f"module 'redrafter_mlx' has no attribute {name!r}")
 
 
-__all__ = list(_API)
+__all__ = [*_API, "DecodingOptions"]

@@ -14,14 +14,16 @@ The tree (W, L, S) comes from the drafter's calibration unless given, as in the 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import mlx.core as mx
 
 from . import runtime
-from .decoding import GenerationStats, Step, generate as decode, make_greedy_or_sampler
+from .decoding import GenerationStats, Step, generate as decode
 from .drafter import Drafter
 from .loading import DEFAULT_MODEL, LoadedModel, load as load_model, load_drafter_for, shipped_drafter
+from .options import DecodingOptions
 from .prompting import encode_prompt
 from .tuning import DraftPlan, plan_drafting
 
@@ -38,19 +40,29 @@ class Pipeline:
     def tokenizer(self):
         return self.loaded.tokenizer
 
-    def plan(self, beam_width: int | None = None, beam_length: int | None = None,
-             search_width: int | None = None, adaptive: bool = True) -> DraftPlan:
-        """The drafting plan for this pair on this device (explicit values win)."""
-        return plan_for(self.loaded, self.drafter, self.dtype, beam_width, beam_length, search_width, adaptive)
+    def autoregressive(self) -> Pipeline:
+        """The same LLM without its drafter (plain decoding)."""
+        return Pipeline(self.loaded, None, self.dtype)
 
+    def plan(self, options: DecodingOptions = DecodingOptions()) -> DraftPlan | None:
+        """The drafting plan for this pair on this device (explicit tree fields win); None
+        without a drafter."""
+        if self.drafter is None:
+            return None
+        return plan_drafting(self.loaded.source, self.drafter.source, runtime.device_name(),
+                             runtime.dtype_name(self.dtype), options.beam_width, options.beam_length,
+                             options.search_width, options.adaptive)
 
-def plan_for(
-    loaded: LoadedModel, drafter: Drafter | None, dtype: mx.Dtype, beam_width: int | None = None,
-    beam_length: int | None = None, search_width: int | None = None, adaptive: bool = True,
-) -> DraftPlan:
-    """`tuning.plan_drafting` for a loaded pair on the device this process runs on."""
-    return plan_drafting(loaded.source, drafter.source if drafter else None, runtime.device_name(),
-                         runtime.dtype_name(dtype), beam_width, beam_length, search_width, adaptive)
+    def decode(self, ids: list[int], options: DecodingOptions, drafting: DraftPlan | None = None,
+               **state: Any) -> Iterator[Step]:
+        """The decoding steps for prompt token ids; `drafting` defaults to `plan(options)`;
+        `state`: a `cache` to continue, the `context` it holds, a phase `timer`."""
+        if options.seed is not None:
+            mx.random.seed(options.seed)
+        drafting = drafting or self.plan(options)
+        return decode(self.loaded.model, ids, drafter=self.drafter, max_tokens=options.max_tokens,
+                      sampler=options.sampler(), eos_ids=self.tokenizer.eos_token_ids, lookup=options.lookup,
+                      **(drafting.options() if drafting else {}), **state)
 
 
 @dataclass
@@ -81,31 +93,19 @@ def load(model: str = DEFAULT_MODEL, drafter: str | bool | None = None, dtype: s
 def stream_generate(
     pipeline: Pipeline,
     prompt: str | list[int],
+    options: DecodingOptions | None = None,
     *,
-    max_tokens: int = 256,
-    temp: float = 0.0,
-    top_p: float = 0.0,
-    top_k: int = 0,
-    seed: int | None = None,
     system_prompt: str | None = None,
-    beam_width: int | None = None,
-    beam_length: int | None = None,
-    search_width: int | None = None,
-    lookup: bool = True,
-    adaptive: bool = True,
+    **fields: Any,
 ) -> Iterator[Response]:
     """Decode `prompt` (text, put through the chat template, or token ids as they are) and
-    yield a `Response` per step. Greedy at temp 0; sampling is exactly the LLM's distribution."""
-    tokenizer = pipeline.tokenizer
+    yield a `Response` per step. `options` and/or its fields as keywords (`max_tokens=64`,
+    `temp=0.7`, `beam_width=3`, ...; see `DecodingOptions`). Greedy at temp 0; sampling is
+    exactly the LLM's distribution."""
+    options = replace(options or DecodingOptions(), **fields)
     ids = prompt if isinstance(prompt, list) else encode_prompt(
-        tokenizer, prompt, system_prompt=system_prompt, vicuna=pipeline.loaded.is_vicuna)
-    if seed is not None:
-        mx.random.seed(seed)
-    drafting = pipeline.plan(beam_width, beam_length, search_width, adaptive).options() if pipeline.drafter else {}
-    yield from with_text(tokenizer, decode(
-        pipeline.loaded.model, ids, drafter=pipeline.drafter, max_tokens=max_tokens,
-        sampler=make_greedy_or_sampler(temp, top_p, top_k), eos_ids=tokenizer.eos_token_ids, lookup=lookup,
-        **drafting))
+        pipeline.tokenizer, prompt, system_prompt=system_prompt, vicuna=pipeline.loaded.is_vicuna)
+    yield from with_text(pipeline.tokenizer, pipeline.decode(ids, options))
 
 
 def with_text(tokenizer, steps: Iterable[Step]) -> Iterator[Response]:
@@ -124,6 +124,7 @@ def with_text(tokenizer, steps: Iterable[Step]) -> Iterator[Response]:
         yield Response(detokenizer.last_segment, [], stats)
 
 
-def generate(pipeline: Pipeline, prompt: str | list[int], **options) -> str:
-    """The whole answer as text; `options` as for `stream_generate`."""
-    return "".join(response.text for response in stream_generate(pipeline, prompt, **options))
+def generate(pipeline: Pipeline, prompt: str | list[int], options: DecodingOptions | None = None,
+             **fields: Any) -> str:
+    """The whole answer as text; arguments as for `stream_generate`."""
+    return "".join(response.text for response in stream_generate(pipeline, prompt, options, **fields))

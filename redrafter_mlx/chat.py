@@ -11,35 +11,27 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .decoding import Sampler, Step, generate
-from .drafter import Drafter
-from .loading import LoadedModel
+from .api import Pipeline
+from .decoding import Step
+from .options import DecodingOptions
 from .prompting import Message, encode_messages
-from .tuning import AdaptiveLength
+from .tuning import DraftPlan
 
 
 class ChatSession:
     def __init__(
         self,
-        loaded: LoadedModel,
-        drafter: Drafter | None,
+        pipeline: Pipeline,
+        options: DecodingOptions = DecodingOptions(max_tokens=512),
         *,
         system_prompt: str | None = None,
-        sampler: Sampler | None = None,
-        max_tokens: int = 512,
-        beam_width: int = 3,
-        beam_length: int = 5,
-        search_width: int | None = None,
-        lookup: bool = True,
-        verify_lengths: list[int] | None = None,
-        adapt: AdaptiveLength | None = None,
+        drafting: DraftPlan | None = None,
     ):
-        self.loaded, self.drafter = loaded, drafter
+        """`drafting` defaults to the pipeline's plan for `options`."""
+        self.pipeline, self.options = pipeline, options
+        self.loaded, self.drafter = pipeline.loaded, pipeline.drafter
+        self.drafting = drafting or pipeline.plan(options)
         self.system_prompt = system_prompt
-        self.options = {"sampler": sampler, "max_tokens": max_tokens,
-                        "beam_width": beam_width, "beam_length": beam_length,
-                        "search_width": search_width, "lookup": lookup, "verify_lengths": verify_lengths,
-                        "adapt": adapt}
         self.reset()
 
     def reset(self) -> None:
@@ -55,18 +47,17 @@ class ChatSession:
     def send(self, text: str) -> Iterator[Step]:
         """Stream the assistant's answer to `text`; the answer joins the history as it grows,
         so an interrupted answer is kept as far as it got."""
-        self.messages.append({"role": "user", "content": text})
-        ids = encode_messages(self.loaded.tokenizer, self.messages, vicuna=self.loaded.is_vicuna)
-        keep = common_prefix(self.cached_ids, ids)
-        keep = min(keep, len(ids) - 1)  # feed at least one token
+        ids = encode_messages(self.loaded.tokenizer, [*self.messages, {"role": "user", "content": text}],
+                              vicuna=self.loaded.is_vicuna)
+        keep = min(common_prefix(self.cached_ids, ids), len(ids) - 1)  # feed at least one token
         self.cache.trim(keep)
+        self.cached_ids = self.cached_ids[:keep]
         self.reused_tokens = keep
+        # Raises InputError when the conversation no longer fits the context: the turn is not kept.
+        steps = self.pipeline.decode(ids[keep:], self.options, self.drafting, cache=self.cache,
+                                     context=ids[:keep])
+        self.messages += [{"role": "user", "content": text}, {"role": "assistant", "content": ""}]
         answer: list[int] = []
-        self.messages.append({"role": "assistant", "content": ""})
-        steps = generate(
-            self.loaded.model, ids[keep:], drafter=self.drafter, cache=self.cache, context=ids[:keep],
-            eos_ids=self.loaded.tokenizer.eos_token_ids, **self.options,
-        )
         try:
             for step in steps:
                 answer += step.tokens

@@ -8,6 +8,7 @@ token is read, so Python graph building overlaps compute.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -19,11 +20,12 @@ from .acceptance import accept
 from .cache import KVCache
 from .drafter import Drafter
 from .drafting import DraftFn, TreeShape, make_draft_fn
+from .errors import InputError
 from .lookup import TextBuffer
 from .models.llama import Model
 from .tree_attention import bucket, pack, verify_mask
 from .tuning import AdaptiveLength
-from .profiling.timers import PhaseTimer
+from .timers import PhaseTimer
 
 Sampler = Callable[[mx.array], mx.array]  # log-probs (..., V) -> token ids (...)
 PREFILL_CHUNK = 512
@@ -283,6 +285,17 @@ def generate_redrafter(
         cache.trim(start_length + len(prompt) + max(stats.num_tokens - 1, 0))
 
 
+def context_room(model: Model, used: int) -> int:
+    """Tokens that still fit in the model's context after `used` tokens (prompt and history)."""
+    limit = model.args.max_position_embeddings
+    if not limit:
+        return sys.maxsize
+    if used >= limit:
+        raise InputError(f"the prompt is {used} tokens, but the model's context holds {limit}: shorten it "
+                         f"(or, in chat, /reset the conversation)")
+    return limit - used
+
+
 def generate(
     model: Model,
     prompt: list[int],
@@ -300,8 +313,13 @@ def generate(
 ) -> Iterator[Step]:
     """ReDrafter when a drafter is given, plain autoregressive decoding otherwise.
 
-    options: max_tokens, sampler, eos_ids, cache (shared by both decoders).
+    options: max_tokens, sampler, eos_ids, cache (shared by both decoders). The answer stops
+    at the model's context length (finish reason "length"); a prompt that fills it is an
+    `InputError`, raised here rather than at the first step.
     """
+    cache = options.get("cache")
+    used = (cache.length if cache is not None else 0) + len(prompt)
+    options["max_tokens"] = min(options.get("max_tokens", 256), context_room(model, used))
     if drafter is None:
         return generate_ar(model, prompt, **options)
     return generate_redrafter(

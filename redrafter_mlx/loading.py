@@ -19,6 +19,7 @@ from mlx_lm.utils import load_model, load_tokenizer
 
 from . import gguf
 from .drafter import Drafter, DrafterLoadError, load_drafter, untie_head
+from .errors import InputError
 from .models.llama import Model, ModelArgs
 from .runtime import default_dtype
 
@@ -33,10 +34,11 @@ ALIASES = {
 SUPPORTED_TYPES = {"llama", "mistral"}
 # Drafters trained for a model and shipped inside the package.
 SHIPPED_DRAFTERS = {EMBEDDED: Path(__file__).parent / "drafters" / EMBEDDED}
+SHIPPED_DRAFTER_KEY = "redrafter_shipped_drafter"  # config.json field: which shipped drafter fits
 _HUB_FILES = ["*.json", "*.safetensors", "tokenizer.model", "*.tiktoken", "*.txt", "*.jinja"]
 
 
-class ModelLoadError(Exception):
+class ModelLoadError(InputError):
     """A user-facing, one-line reason why a model could not be loaded."""
 
 
@@ -148,12 +150,20 @@ def _eos_ids(config: dict) -> list[int]:
     return [] if eos is None else list(eos) if isinstance(eos, list) else [eos]
 
 
-def shipped_drafter(loaded: LoadedModel) -> Path | None:
-    """The drafter this package ships for `loaded` (recognised by its weights file), if any."""
+def shipped_drafter_name(loaded: LoadedModel) -> str | None:
+    """Which drafter this package ships for `loaded`, if any: recognised by its weights file,
+    or by the mark `redrafter export` leaves in the config of the same weights."""
     for model_name, folder in SHIPPED_DRAFTERS.items():
-        if loaded.source == resolve(model_name) and (folder / "config.json").exists():
-            return folder
+        same = loaded.config.get(SHIPPED_DRAFTER_KEY) == model_name or loaded.source == resolve(model_name)
+        if same and (folder / "config.json").exists():
+            return model_name
     return None
+
+
+def shipped_drafter(loaded: LoadedModel) -> Path | None:
+    """The folder of the drafter this package ships for `loaded`, if any."""
+    name = shipped_drafter_name(loaded)
+    return SHIPPED_DRAFTERS[name] if name else None
 
 
 def load_drafter_for(loaded: LoadedModel, name: str | None, dtype: mx.Dtype | None = None) -> Drafter:
@@ -164,7 +174,8 @@ def load_drafter_for(loaded: LoadedModel, name: str | None, dtype: mx.Dtype | No
         if folder is None:
             raise ModelLoadError(
                 f"no drafter ships for model {loaded.name!r}: pass --drafter <folder|hub-id> "
-                "(train one with `redrafter train`, or convert one with `redrafter convert`)"
+                "(train one with `redrafter train`, or convert one with `redrafter convert`), "
+                "or --mode ar to decode without one"
             )
     else:
         folder = Path(name).expanduser()

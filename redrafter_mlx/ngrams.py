@@ -26,6 +26,8 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
+from .errors import InputError
+
 NGRAMS_FILE = "ngrams.safetensors"
 MIN_NGRAM = 2
 MAX_NGRAM = 4
@@ -71,7 +73,7 @@ def load_ngram_table(folder: str | Path) -> NgramTable | None:
         arrays, meta = mx.load(str(path), return_metadata=True)
         return NgramTable(arrays["keys"], arrays["drafts"].astype(mx.int32), int(meta["vocab_size"]))
     except (KeyError, ValueError, RuntimeError) as err:
-        raise ValueError(f"{path}: not an n-gram table ({type(err).__name__}: {err})") from None
+        raise InputError(f"{path}: not an n-gram table ({type(err).__name__}: {err})") from None
 
 
 def encode(windows: np.ndarray | mx.array, base: int) -> np.ndarray | mx.array:

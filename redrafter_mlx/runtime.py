@@ -17,6 +17,7 @@ from pathlib import Path
 
 import mlx.core as mx
 
+from .errors import InputError
 from .fastblas import find_openblas  # noqa: F401 (the BLAS facts live here for callers)
 
 DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
@@ -40,7 +41,7 @@ def parse_dtype(name: str | None) -> mx.Dtype:
     if name is None:
         return default_dtype()
     if name not in DTYPES:
-        raise ValueError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}")
+        raise InputError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}")
     return DTYPES[name]
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from redrafter_mlx import generate, load, stream_generate
+from redrafter_mlx import DecodingOptions, generate, load, stream_generate
+from redrafter_mlx.errors import InputError
 
 README = Path(__file__).parent.parent / "README.md"
 
@@ -43,6 +44,23 @@ def test_api_output_equals_plain_decoding(pipelines):
     ids = redrafter.tokenizer.encode("The capital of France is")
     assert [t for r in stream_generate(redrafter, ids, max_tokens=8) for t in r.tokens] == \
         [t for r in stream_generate(plain, ids, max_tokens=8) for t in r.tokens]  # ids as given
+
+
+def test_options_as_a_type_or_as_keywords_decode_the_same(pipelines):
+    redrafter, _ = pipelines
+    prompt = "Name a planet."
+    as_type = generate(redrafter, prompt, DecodingOptions(max_tokens=12, beam_width=2, beam_length=3))
+    assert as_type == generate(redrafter, prompt, max_tokens=12, beam_width=2, beam_length=3)
+    assert as_type != generate(redrafter, prompt, DecodingOptions(max_tokens=12), max_tokens=3)  # keywords win
+
+
+@pytest.mark.parametrize("field, value", [("beam_width", 0), ("max_tokens", 0), ("temp", float("inf")),
+                                          ("temp", float("nan")), ("top_p", 1.5), ("top_k", -1)])
+def test_bad_options_are_input_errors_before_anything_runs(pipelines, field, value):
+    with pytest.raises(InputError, match=field):
+        DecodingOptions(**{field: value})
+    with pytest.raises(InputError, match=field):
+        next(stream_generate(pipelines[0], "hi", **{field: value}))
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the OpenBLAS route is Linux-only")

@@ -7,11 +7,14 @@ import shutil
 import subprocess
 import time
 
+import mlx.core as mx
 import pytest
 
+from redrafter_mlx.api import Pipeline
 from redrafter_mlx.chat import ChatSession
 from redrafter_mlx.decoding import generate_ar
 from redrafter_mlx.drafter import save_drafter
+from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.prompting import encode_messages
 
 from .test_cli import REDRAFTER
@@ -25,7 +28,8 @@ def drafter_folder(tmp_path_factory):
 
 @pytest.mark.parametrize("use_drafter", [False, True], ids=["ar", "redrafter"])
 def test_second_turn_reuses_the_cache_and_equals_a_fresh_run(embedded, use_drafter):
-    session = ChatSession(embedded, random_drafter(49152, 576, tied=True) if use_drafter else None, max_tokens=12)
+    drafter = random_drafter(49152, 576, tied=True) if use_drafter else None
+    session = ChatSession(Pipeline(embedded, drafter, mx.float32), DecodingOptions(max_tokens=12))
     first = [t for step in session.send("What is the capital of France?") for t in step.tokens]
     second = [t for step in session.send("And of Italy?") for t in step.tokens]
     assert session.reused_tokens > 30  # the first turn was not recomputed

@@ -144,7 +144,7 @@ def test_wheel_installs_cli_under_the_package_namespace(tmp_path):
     )
     top_level = {p.name for p in target.iterdir() if not p.name.endswith((".dist-info", ".egg-info"))}
     assert top_level == {"redrafter_mlx", "bin"} or top_level == {"redrafter_mlx"}
-    for sub in ("cli/main.py", "quantize/__init__.py", "profiling/timers.py", "models/llama.py"):
+    for sub in ("cli/main.py", "quantize/__init__.py", "profiling/bench.py", "models/llama.py"):
         assert (target / "redrafter_mlx" / sub).exists(), sub
     help_text = subprocess.run(
         [sys.executable, "-m", "redrafter_mlx.cli", "--help"], capture_output=True, text=True, cwd=tmp_path,
@@ -302,3 +302,33 @@ def test_a_prompt_that_is_not_utf8_is_one_line_error():
         assert result.returncode == 2, result.stderr
         lines = result.stderr.decode().strip().splitlines()
         assert len(lines) == 1 and "not valid UTF-8" in lines[0], lines
+
+
+def test_a_bug_inside_decoding_shows_its_traceback_and_asks_for_a_report():
+    """Bad input is one line; a bug (here an error raised inside the decoder) is not hidden."""
+    script = ("import sys, redrafter_mlx.decoding as d\n"
+              "def broken(*args, **kwargs):\n    raise ValueError('internal shape mismatch')\n"
+              "d.generate_redrafter = broken\n"
+              "from redrafter_mlx.cli.main import main\n"
+              "sys.argv = ['redrafter', 'generate', '-p', 'hi', '-m', '4']\nmain()\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr and "ValueError: internal shape mismatch" in result.stderr
+    assert "bug in redrafter-mlx" in result.stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize("command, max_tokens", [("generate", 256), ("chat", 512), ("bench", 128)])
+def test_decoding_flags_are_the_options_type_with_its_defaults(command, max_tokens):
+    """Every command's decoding flags come from `DecodingOptions` (one definition, one default)."""
+    import typer.main
+
+    from redrafter_mlx.cli.main import load_commands
+    from redrafter_mlx.options import SAMPLING_FIELDS, TREE_FIELDS, DecodingOptions
+
+    params = {p.name: p for p in typer.main.get_command(load_commands()).commands[command].params}
+    defaults = DecodingOptions(max_tokens=max_tokens)
+    fields = ("max_tokens", *TREE_FIELDS, *(SAMPLING_FIELDS if command != "bench" else ()))
+    for field in fields:
+        assert params[field].default == getattr(defaults, field), field
+        assert params[field].rich_help_panel == "Decoding"
+    assert (command == "bench") == ("temp" not in params)

@@ -1,0 +1,64 @@
+"""`DecodingOptions`: how one answer is decoded, in one type with one set of defaults.
+
+The Python API, every CLI command (`cli/options.py` turns these fields into flags), the
+benchmarks and training's evaluation all take this type, so a default changes in one place.
+The tree fields default to None, meaning "auto": the fastest tree `redrafter tune` measured
+for the model, drafter and device (`tuning.plan_drafting`); an explicit value always wins.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+from .decoding import Sampler, make_greedy_or_sampler
+from .errors import InputError
+
+SAMPLING_FIELDS = ("temp", "top_p", "top_k", "seed")
+TREE_FIELDS = ("beam_width", "beam_length", "search_width", "lookup", "adaptive")
+
+
+@dataclass(frozen=True)
+class DecodingOptions:
+    """Sampler settings, the candidate tree and the answer's length limit."""
+
+    max_tokens: int = 256  # tokens to generate at most (the answer stops earlier at EOS)
+    temp: float = 0.0  # 0: greedy, exactly plain decoding's output
+    top_p: float = 0.0  # nucleus sampling (0: off)
+    top_k: int = 0  # top-k sampling (0: off)
+    seed: int | None = None  # seeds MLX's generator before decoding, when given
+    beam_width: int | None = None  # W: beams verified per step (None: auto)
+    beam_length: int | None = None  # L: tokens per beam incl. the guaranteed one (None: auto)
+    search_width: int | None = None  # S: beams the drafter's search keeps (None: auto)
+    lookup: bool = True  # a copy of the text's earlier continuation may take the last beam
+    adaptive: bool = True  # with a calibration and no beam_length: L follows the acceptance
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise InputError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        for name in ("temp", "top_p"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise InputError(f"{name} must be a finite number >= 0, got {value}")
+        if self.top_p > 1:
+            raise InputError(f"top_p must be at most 1, got {self.top_p}")
+        if self.top_k < 0:
+            raise InputError(f"top_k must be >= 0, got {self.top_k}")
+        for name in ("beam_width", "beam_length", "search_width"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise InputError(f"{name} must be >= 1, got {value}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temp == 0
+
+    def sampler(self) -> Sampler:
+        """Argmax at temp 0, else mlx-lm's top-p/top-k categorical sampler."""
+        return make_greedy_or_sampler(self.temp, self.top_p, self.top_k)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+FIELD_NAMES = tuple(f.name for f in fields(DecodingOptions))
