@@ -296,34 +296,19 @@ def context_room(model: Model, used: int) -> int:
     return limit - used
 
 
-def generate(
-    model: Model,
-    prompt: list[int],
-    *,
-    drafter: Drafter | None = None,
-    beam_width: int = 3,
-    beam_length: int = 5,
-    search_width: int | None = None,
-    lookup: bool = True,
-    context: Sequence[int] = (),
-    timer: PhaseTimer | None = None,
-    verify_lengths: Sequence[int] | None = None,
-    adapt: AdaptiveLength | None = None,
-    **options,
-) -> Iterator[Step]:
-    """ReDrafter when a drafter is given, plain autoregressive decoding otherwise.
+SHARED_OPTIONS = ("max_tokens", "sampler", "eos_ids", "cache")  # what both decoders take
 
-    options: max_tokens, sampler, eos_ids, cache (shared by both decoders). The answer stops
-    at the model's context length (finish reason "length"); a prompt that fills it is an
-    `InputError`, raised here rather than at the first step.
+
+def generate(model: Model, prompt: list[int], *, drafter: Drafter | None = None, **options) -> Iterator[Step]:
+    """ReDrafter when a drafter is given (`options`: those of `generate_redrafter`), plain
+    autoregressive decoding otherwise (which uses only the SHARED_OPTIONS of them).
+
+    The answer stops at the model's context length (finish reason "length"); a prompt that
+    fills it is an `InputError`, raised here rather than at the first step.
     """
     cache = options.get("cache")
     used = (cache.length if cache is not None else 0) + len(prompt)
     options["max_tokens"] = min(options.get("max_tokens", 256), context_room(model, used))
     if drafter is None:
-        return generate_ar(model, prompt, **options)
-    return generate_redrafter(
-        model, drafter, prompt, beam_width=beam_width, beam_length=beam_length,
-        search_width=search_width, lookup=lookup, context=context, timer=timer,
-        verify_lengths=verify_lengths, adapt=adapt, **options
-    )
+        return generate_ar(model, prompt, **{k: v for k, v in options.items() if k in SHARED_OPTIONS})
+    return generate_redrafter(model, drafter, prompt, **options)

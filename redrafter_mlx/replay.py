@@ -6,7 +6,7 @@ every answer position (a distillation record and its `HiddenStore` rows), every 
 determined: beam-search from the state that produced the current guaranteed token, accept
 the longest beam prefix that the answer continues with, move past it. So tokens/step on
 hundreds of answers costs only the drafter's beam searches, batched across answers, and
-none of the LLM's verify passes (on this 2-core CPU, minutes for the 106 eval prompts,
+none of the LLM's verify passes (on a 2-core x86 CPU, minutes for the 106 eval prompts,
 where decoding them takes half an hour). Real decoding (`decoding.generate_redrafter`) gives the
 same count up to floating-point near-ties between beams (its states come from the packed
 verify pass) and the step that reaches an EOS (decoding may also accept drafts past it); the
