@@ -20,7 +20,6 @@ import typer
 
 from redrafter_mlx import runtime
 from redrafter_mlx.api import Pipeline
-from redrafter_mlx.beam_search import DEFAULT_SEARCH_WIDTH
 from redrafter_mlx.loading import DEFAULT_MODEL, load, load_drafter_for
 from redrafter_mlx.options import SAMPLING_FIELDS, TREE_FIELDS, DecodingOptions
 from redrafter_mlx.tuning import DraftPlan
@@ -84,7 +83,7 @@ class Mode(str, enum.Enum):
 ModeOpt = Annotated[Mode, typer.Option("--mode", help="redrafter: draft and verify; ar: plain decoding.")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Print device, dtype and BLAS.")]
 
-__all__ = ["DEFAULT_MODEL", "DEFAULT_SEARCH_WIDTH", "SAMPLING_FIELDS", "TREE_FIELDS"]
+__all__ = ["DEFAULT_MODEL", "SAMPLING_FIELDS", "TREE_FIELDS"]
 
 FLAGS = {
     "max_tokens": MaxTokensOpt, "temp": TempOpt, "top_p": TopPOpt, "top_k": TopKOpt, "seed": SeedOpt,
@@ -95,13 +94,13 @@ PANEL = "Decoding"
 F = TypeVar("F", bound=Callable)
 
 
-def decoding_options(max_tokens: int, *names: str) -> Callable[[F], F]:
-    """Give the command `--max-tokens` (default `max_tokens`) and the flags of the named
-    `DecodingOptions` fields, and call it with `options: DecodingOptions` instead of them."""
+def decoding_options(max_tokens: int | None, *names: str) -> Callable[[F], F]:
+    """Give the command `--max-tokens` (default `max_tokens`; None: no such flag) and the flags
+    of the named `DecodingOptions` fields, and call it with `options: DecodingOptions` instead."""
 
     def decorate(command: F) -> F:
-        defaults = DecodingOptions(max_tokens=max_tokens)
-        taken = ("max_tokens", *names)
+        defaults = DecodingOptions(max_tokens=max_tokens or DecodingOptions.max_tokens)
+        taken = (*(("max_tokens",) if max_tokens else ()), *names)
         flags = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=getattr(defaults, name),
                                    annotation=in_panel(FLAGS[name])) for name in taken]
         signature = inspect.signature(command)

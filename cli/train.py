@@ -6,19 +6,25 @@ import json
 import random
 import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from redrafter_mlx import runtime
-from redrafter_mlx.data import follow_up_turns
+from redrafter_mlx.data import TRAIN_SPLITS, follow_up_turns, load_prompts
+from redrafter_mlx.errors import InputError
 from redrafter_mlx.loading import DEFAULT_MODEL, load
+from redrafter_mlx.options import DecodingOptions
+from redrafter_mlx.training import TrainConfig
+from redrafter_mlx.tuning import resolve_shape
 
 from .app import UsageError, app, console, friendly_errors
-from .options import DEFAULT_SEARCH_WIDTH, DTypeOpt, ModelOpt
+from .options import DTypeOpt, ModelOpt, decoding_options
 
 WORK = "training"  # OUT/training/: distillation data, hidden-state cache, checkpoint, log
+DEFAULTS = TrainConfig()  # the shipped drafter's recipe
 
 
 def read_prompt_file(path: Path) -> list[dict]:
@@ -45,7 +51,6 @@ def read_prompt_file(path: Path) -> list[dict]:
 def eval_prompt_ids(tokenizer, count: int) -> list[list[int]]:
     """`count` held-out eval prompts, spread over the categories (never training prompts), each
     its last user message alone, as `redrafter bench` runs them."""
-    from redrafter_mlx.data import load_prompts
     from redrafter_mlx.prompting import encode_prompt
 
     prompts = load_prompts("eval")
@@ -57,10 +62,12 @@ def eval_prompt_ids(tokenizer, count: int) -> list[list[int]]:
 
 @app.command()
 @friendly_errors
+@decoding_options(None, "beam_width", "beam_length", "search_width")
 def train(
+    ctx: typer.Context,
     out: Annotated[Path, typer.Option("--out", "-o", help="Drafter folder to write (config.json + model.safetensors; work files in OUT/training/).")],
     model: ModelOpt = DEFAULT_MODEL,
-    prompts: Annotated[Path | None, typer.Option("--prompts", help="Training prompts JSONL (default: every shipped training split, data.TRAIN_SPLITS). Follow-up turns are distilled alone, after all first turns.")] = None,
+    prompts: Annotated[Path | None, typer.Option("--prompts", help="Training prompts JSONL (default: every training split in the checkout's data/ folder, data.TRAIN_SPLITS). Follow-up turns are distilled alone, after all first turns.")] = None,
     distill_data: Annotated[Path | None, typer.Option("--distill-data", help="Distillation JSONL to use/extend (default OUT/training/distill.jsonl); a .jsonl.gz is read-only (with --skip-distill).")] = None,
     max_prompts: Annotated[int, typer.Option("--max-prompts", min=1, help="Prompts to distil.")] = 600,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Answer length cap.")] = 128,
@@ -69,45 +76,46 @@ def train(
     sampled_fraction: Annotated[float, typer.Option("--sampled-fraction", min=0.0, max=1.0, help="Share of answers sampled (rest greedy).")] = 0.5,
     distill_temp: Annotated[float, typer.Option("--distill-temp", min=0.0, help="Temperature of sampled answers.")] = 0.7,
     skip_distill: Annotated[bool, typer.Option("--skip-distill", help="Train on the distillation data as it is.")] = False,
-    exit_dim: Annotated[int, typer.Option("--exit-dim", help="Drafter width (<=0: 2 x hidden).")] = 576,
-    layers: Annotated[int, typer.Option("--layers", min=0, help="ResBlocks.")] = 2,
-    rnn: Annotated[bool, typer.Option("--rnn/--no-rnn", help="RNN state update (else sum of embeddings).")] = True,
-    tied: Annotated[bool, typer.Option("--tied/--untied", help="Tie the head to the LLM embedding.")] = False,
-    token_subset: Annotated[int, typer.Option("--token-subset", min=0, help="Head vocabulary size K (0: full vocabulary).")] = 8192,
-    predict: Annotated[int, typer.Option("--predict", min=1, help="Tokens predicted per position (T).")] = 4,
-    soft_targets: Annotated[float, typer.Option("--soft-targets", min=0.0, max=1.0, help="Weight of the loss against the LLM's whole next-token distribution (0: its tokens only, paper Eq. 2).")] = 0.0,
-    lr: Annotated[float, typer.Option("--lr", min=0.0)] = 1e-3,
-    warmup_steps: Annotated[int, typer.Option("--warmup-steps", min=0, help="Linear warmup before the cosine decay.")] = 100,
-    batch_positions: Annotated[int, typer.Option("--batch-positions", min=1, help="Positions per micro-batch.")] = 1024,
-    grad_accum: Annotated[int, typer.Option("--grad-accum", min=1)] = 1,
-    steps: Annotated[int | None, typer.Option("--steps", min=1, help="Optimizer steps (overrides --epochs).")] = None,
-    epochs: Annotated[float, typer.Option("--epochs", min=0.0)] = 4.0,
-    eval_every: Annotated[int, typer.Option("--eval-every", min=1)] = 250,
-    eval_prompts: Annotated[int, typer.Option("--eval-prompts", min=0, help="Held-out prompts decoded at each eval.")] = 4,
-    eval_max_tokens: Annotated[int, typer.Option("--eval-max-tokens", min=1, help="Tokens per answer in the evals' held-out replay and decoding.")] = 64,
-    beam_width: Annotated[int, typer.Option("--beam-width", "-W", min=1)] = 4,
-    beam_length: Annotated[int, typer.Option("--beam-length", "-L", min=1)] = 5,
-    search_width: Annotated[int, typer.Option("--search-width", "-S", min=1, help="Beams the evals' search keeps (see `redrafter generate --help`).")] = DEFAULT_SEARCH_WIDTH,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    exit_dim: Annotated[int | None, typer.Option("--exit-dim", help="Drafter width (default: the LLM's hidden size; <=0: 2 x hidden, the paper's).")] = DEFAULTS.exit_dim,
+    layers: Annotated[int, typer.Option("--layers", min=0, help="ResBlocks.")] = DEFAULTS.num_draft_layers,
+    rnn: Annotated[bool, typer.Option("--rnn/--no-rnn", help="RNN state update (else sum of embeddings).")] = DEFAULTS.rnn,
+    tied: Annotated[bool, typer.Option("--tied/--untied", help="Tie the head to the LLM embedding.")] = DEFAULTS.head_tied,
+    token_subset: Annotated[int, typer.Option("--token-subset", min=0, help="Head vocabulary size K (0: full vocabulary).")] = DEFAULTS.token_subset_size or 0,
+    predict: Annotated[int, typer.Option("--predict", min=1, help="Tokens predicted per position (T).")] = DEFAULTS.predict,
+    soft_targets: Annotated[float, typer.Option("--soft-targets", min=0.0, max=1.0, help="Weight of the loss against the LLM's whole next-token distribution (0: its tokens only, paper Eq. 2).")] = DEFAULTS.soft_targets,
+    lr: Annotated[float, typer.Option("--lr", min=0.0, help="Peak learning rate (cosine decay to a tenth of it).")] = DEFAULTS.lr,
+    warmup_steps: Annotated[int, typer.Option("--warmup-steps", min=0, help="Linear warmup before the cosine decay (at most a fifth of the run).")] = DEFAULTS.warmup_steps,
+    batch_positions: Annotated[int, typer.Option("--batch-positions", min=1, help="Positions per micro-batch.")] = DEFAULTS.batch_positions,
+    grad_accum: Annotated[int, typer.Option("--grad-accum", min=1)] = DEFAULTS.grad_accum,
+    steps: Annotated[int | None, typer.Option("--steps", min=1, help="Optimizer steps (overrides --epochs).")] = DEFAULTS.steps,
+    epochs: Annotated[float, typer.Option("--epochs", min=0.0)] = DEFAULTS.epochs,
+    eval_every: Annotated[int, typer.Option("--eval-every", min=1)] = DEFAULTS.eval_every,
+    eval_prompts: Annotated[int, typer.Option("--eval-prompts", min=0, help="Held-out prompts decoded at each eval.")] = DEFAULTS.eval_prompts,
+    eval_max_tokens: Annotated[int, typer.Option("--eval-max-tokens", min=1, help="Tokens per answer in the evals' held-out replay and decoding.")] = DEFAULTS.eval_max_tokens,
+    seed: Annotated[int, typer.Option("--seed")] = DEFAULTS.seed,
     dtype: DTypeOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run in OUT.")] = False,
     init_from: Annotated[Path | None, typer.Option("--init-from", help="Start from this drafter folder (weights, architecture, token subset) with a fresh optimizer and schedule: fine-tuning.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Delete a non-empty OUT and start over.")] = False,
+    *,
+    options: DecodingOptions,
 ) -> None:
-    """Train a ReDrafter drafter for MODEL: distil its answers, then fit the drafter (Eq. 2)."""
+    """Train a ReDrafter drafter for MODEL: distil its answers, then fit the drafter (Eq. 2).
+    The defaults are the recipe of the shipped SmolLM2-135M drafter (see its model card)."""
     from redrafter_mlx.distill import check_extensible, distill
     from redrafter_mlx.distill_workers import distill_in_workers
-    from redrafter_mlx.training import TrainConfig, prepare_data, train_drafter
+    from redrafter_mlx.training import prepare_data, train_drafter
 
     if distill_data is not None and not skip_distill:
         try:  # before the model loads and OUT is made: distillation would append to the file
             check_extensible(distill_data)
-        except ValueError as e:
+        except InputError as e:
             raise UsageError(str(e)) from None
     if init_from is not None and not (init_from / "config.json").is_file():
         raise UsageError(f"{init_from}: not a drafter folder (no config.json)")
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} exists and is not a folder")
+    splits = [] if skip_distill else _prompt_splits(prompts)  # before anything is loaded or written
     if out.is_dir() and any(out.iterdir()) and not resume:
         if not force:
             raise UsageError(f"{out} is not empty: pass --resume to continue or --force to start over")
@@ -115,18 +123,11 @@ def train(
     work = out / WORK
     work.mkdir(parents=True, exist_ok=True)
     data_file = distill_data or work / "distill.jsonl"
-    cfg = TrainConfig(
-        exit_dim=exit_dim, num_draft_layers=layers, rnn=rnn, head_tied=tied,
-        token_subset_size=token_subset or None, predict=predict, soft_targets=soft_targets, lr=lr, warmup_steps=warmup_steps,
-        batch_positions=batch_positions, grad_accum=grad_accum, steps=steps, epochs=epochs,
-        eval_every=eval_every, checkpoint_every=eval_every, eval_prompts=eval_prompts, eval_max_tokens=eval_max_tokens,
-        beam_width=beam_width, beam_length=beam_length, search_width=search_width, seed=seed,
-    )
+    cfg = train_config(ctx.params, options)
     loaded = load(model, runtime.parse_dtype(dtype))
     (work / "run.json").write_text(json.dumps({"model": model, "config": cfg.__dict__}, indent=1) + "\n")
 
     if not skip_distill:
-        splits = [read_prompt_file(prompts)] if prompts else _shipped_train_splits()
         splits.append(follow_up_turns([r for split in splits for r in split]))
         records = []
         for split in splits:
@@ -138,8 +139,7 @@ def train(
             stats = distill_in_workers(model, dtype, records[:max_prompts], data_file,
                                        workers=distill_workers, **options)
         else:
-            stats = distill(loaded.model, loaded.tokenizer, loaded.config, records[:max_prompts], data_file,
-                            **options)
+            stats = distill(loaded.model, loaded.tokenizer, records[:max_prompts], data_file, **options)
         console.print(
             f"distillation: {stats.prompts_done} new answers, {stats.prompts_skipped} already done, "
             f"{stats.tokens} tokens in {stats.seconds:.0f}s ({stats.tokens_per_second:.1f} tok/s)"
@@ -151,8 +151,8 @@ def train(
     data = prepare_data(loaded.model, data_file, work / "hidden", cfg,
                         loaded.config["vocab_size"], console=console)
     console.print(
-        f"data: {data['train_records']} training / {data['heldout_records']} held-out sequences, "
-        f"{len(data['train'][0])} positions; token subset covers {100 * data['coverage']:.1f}% "
+        f"data: {data.train_records} training / {data.heldout_records} held-out sequences, "
+        f"{len(data.train[0])} positions; token subset covers {100 * data.coverage:.1f}% "
         f"of held-out targets ({time.perf_counter() - tic:.0f}s)"
     )
     log_file = work / "log.jsonl"
@@ -163,10 +163,10 @@ def train(
 
     eos = frozenset(loaded.tokenizer.eos_token_ids or [])
     result = train_drafter(
-        loaded.model, loaded.config, data["train"], data["heldout"], work, cfg,
-        token_ids=data["token_ids"], heldout_answers=data["heldout_answers"],
+        loaded.model, loaded.config, data.train, data.heldout, work, cfg,
+        token_ids=data.token_ids, heldout_answers=data.heldout_answers,
         eval_prompt_ids=eval_prompt_ids(loaded.tokenizer, eval_prompts),
-        eos_ids=eos, resume=resume, init_from=init_from, out_dir=out, ngrams=data["ngrams"], console=console,
+        eos_ids=eos, resume=resume, init_from=init_from, out_dir=out, ngrams=data.ngrams, console=console,
         log=log,
     )
     best = result.best or {}
@@ -181,10 +181,31 @@ def train(
     console.print(f"{summary}\nwrote {out}")
 
 
-def _shipped_train_splits() -> list[list[dict]]:
-    """The shipped training prompts: the train split, its extra draw, then the hand-written
-    batches (the follow-up turns of all of them come last). Each is shuffled on its own, so
-    `--max-prompts 3089` still picks exactly the train split and 8127 train + train-extra."""
-    from redrafter_mlx.data import TRAIN_SPLITS, load_prompts
+def train_config(options: Mapping[str, Any], decoding: DecodingOptions = DecodingOptions()) -> TrainConfig:
+    """The TrainConfig that `redrafter train`'s parsed options describe; the evals decode with
+    the tree every command uses for a drafter without calibration (explicit -w/-l/-s win)."""
+    tree = resolve_shape(None, decoding.beam_width, decoding.beam_length, decoding.search_width)
+    return TrainConfig(
+        exit_dim=options["exit_dim"], num_draft_layers=options["layers"], rnn=options["rnn"],
+        head_tied=options["tied"], token_subset_size=options["token_subset"] or None, predict=options["predict"],
+        soft_targets=options["soft_targets"], lr=options["lr"], warmup_steps=options["warmup_steps"],
+        batch_positions=options["batch_positions"], grad_accum=options["grad_accum"], steps=options["steps"],
+        epochs=options["epochs"], eval_every=options["eval_every"], checkpoint_every=options["eval_every"],
+        eval_prompts=options["eval_prompts"], eval_max_tokens=options["eval_max_tokens"],
+        beam_width=tree.beam_width, beam_length=tree.beam_length, search_width=tree.search_width,
+        seed=options["seed"],
+    )
 
-    return [load_prompts(split) for split in TRAIN_SPLITS]
+
+def _prompt_splits(prompts: Path | None) -> list[list[dict]]:
+    """The prompts to distil: the --prompts file, else the checkout's training splits (the
+    train split, its extra draw, then the hand-written batches; the caller appends the
+    follow-up turns of all of them). Each is shuffled on its own, so `--max-prompts 3089`
+    still picks exactly the train split and 8127 train + train-extra."""
+    if prompts is not None:
+        return [read_prompt_file(prompts)]
+    try:
+        return [load_prompts(split) for split in TRAIN_SPLITS]
+    except FileNotFoundError as e:
+        raise UsageError(f"no training prompts: {e}; or pass --prompts FILE.jsonl "
+                         "(one {\"prompt\": ...} per line)") from None

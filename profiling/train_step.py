@@ -16,22 +16,18 @@ import numpy as np
 from mlx import nn
 
 from redrafter_mlx.loading import load
-from redrafter_mlx.training import (
-    TrainConfig,
-    drafter_loss,
-    head_index_map,
-    loss_blas_threads,
-    make_drafter,
-    teacher_head,
-)
+from redrafter_mlx.training import TrainConfig
+from redrafter_mlx.training.loss import drafter_loss, head_index_map, loss_blas_threads, teacher_head
+from redrafter_mlx.training.start import make_drafter
 
 
-def step_ms(model: str, positions: int = 512, repeats: int = 5) -> dict[str, float]:
+def step_ms(model: str, repeats: int = 5) -> dict[str, float]:
     """Minimum wall time (ms) of one forward + backward, for soft weight 0 and 1."""
     llm = load(model, mx.float32)
-    cfg = TrainConfig(head_tied=True, token_subset_size=16384, exit_dim=576, num_draft_layers=2, predict=4)
+    cfg = TrainConfig()  # the shipped drafter's recipe
+    positions = cfg.batch_positions
     ids = np.arange(cfg.token_subset_size, dtype=np.int32)
-    drafter = make_drafter(cfg, llm.config, llm.model.embedding, ids)
+    drafter = make_drafter(cfg, llm.config, ids)
     dim = llm.config["hidden_size"]
     index_map, rows = head_index_map(drafter), teacher_head(llm.model, dim, ids)
     hidden, later = mx.random.normal((positions, dim)), mx.random.normal((positions, cfg.predict, dim))

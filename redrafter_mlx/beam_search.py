@@ -55,10 +55,6 @@ import mlx.core as mx
 from .drafter import Drafter, Embedding, embed_tokens
 
 LOG_0 = -50000.0  # the reference's log(0): finite, so filler beams still sort and add up
-# Beams the search keeps in training's evals and `replay` by default, to verify the W
-# best-covering of them (`choose_candidates`); decoding takes S from the calibration
-# (`tuning.py`), where S = 16 competes with S = W.
-DEFAULT_SEARCH_WIDTH = 16
 
 
 def top_k_log_probs(logits: mx.array, top_k: int) -> tuple[mx.array, mx.array]:

@@ -5,10 +5,8 @@ answers (paper Sec. 3.5; IBM's MLP speculator does the same): every training pro
 wrapped in the model's chat template and answered by the LLM, some greedily and some by
 sampling (temperature 0.7 by default), so the data covers both decoding modes.
 
-Generation reuses mlx-lm's continuous-batching `BatchGenerator` (several sequences decoded
-per forward pass, finished ones replaced by new prompts), which on a small model on CPU is
-several times faster than one sequence at a time. mlx-lm's own Llama class is built on the
-*same* weight arrays as our model (parameter names match), so nothing is loaded twice.
+Generation runs our own model on batches of prompts (`generate_with_hidden`), keeping the
+LLM's hidden states as it goes: they are what the drafter trains on.
 
 Output: a JSONL file, one line per prompt, written as soon as that prompt finishes:
     {"id": ..., "prompt_ids": [...], "response_ids": [...], "temp": 0.0, "finish": "stop"}
@@ -35,6 +33,7 @@ import numpy as np
 from mlx import nn
 
 from .decoding import greedy
+from .errors import InputError
 from .progress import start_progress
 from .prompting import encode_prompt
 
@@ -105,7 +104,7 @@ def is_compressed(path: str | Path) -> bool:
 def check_extensible(path: str | Path) -> None:
     """Raise ValueError before anything appends to a compressed file (it would corrupt it)."""
     if is_compressed(path):
-        raise ValueError(f"{path}: a compressed distillation file is read-only; train on it with --skip-distill")
+        raise InputError(f"{path}: a compressed distillation file is read-only; train on it with --skip-distill")
 
 
 def repair_tail(path: Path) -> None:
@@ -118,25 +117,6 @@ def repair_tail(path: Path) -> None:
     cut = data.rfind(b"\n") + 1
     with path.open("r+b") as f:
         f.truncate(cut)
-
-
-def mlx_lm_twin(model: nn.Module, config: dict[str, Any]) -> nn.Module:
-    """mlx-lm's Llama sharing `model`'s weight arrays (same parameter names), so mlx-lm's
-    batched generation can run on it without a second copy of the weights."""
-    from mlx.utils import tree_flatten
-    from mlx_lm.models.llama import Model as LmModel
-    from mlx_lm.models.llama import ModelArgs as LmArgs
-
-    twin = LmModel(LmArgs.from_dict(config))
-    weights = dict(tree_flatten(model.parameters()))
-    if any(k.endswith(".scales") for k in weights):
-        q = config.get("quantization") or config.get("quantization_config") or {}
-        nn.quantize(
-            twin, group_size=q.get("group_size", 64), bits=q.get("bits", 4),
-            class_predicate=lambda p, m: f"{p}.scales" in weights,
-        )
-    twin.load_weights(list(weights.items()), strict=True)
-    return twin
 
 
 def plan(
@@ -159,59 +139,6 @@ def plan(
         ids = encode_prompt(tokenizer, first_user_message(record), system_prompt=system_prompt)
         jobs.append((prompt_id(record, i), ids, temp if sampled else 0.0))
     return jobs
-
-
-def generate_batched(
-    lm_model: nn.Module,
-    jobs: list[tuple[str, list[int], float]],
-    eos_ids: Iterable[int],
-    *,
-    max_new_tokens: int = 192,
-    batch_size: int = 16,
-    seed: int = 0,
-) -> Iterator[DistillRecord]:
-    """Answer `jobs` with mlx-lm's continuous batching; yields records as they finish."""
-    from mlx_lm.generate import BatchGenerator
-    from mlx_lm.sample_utils import make_sampler
-
-    if not jobs:
-        return
-    mx.random.seed(seed)
-    eos = sorted(set(eos_ids))
-    gen = BatchGenerator(
-        lm_model, max_tokens=max_new_tokens, stop_tokens=[[t] for t in eos],
-        completion_batch_size=batch_size, prefill_batch_size=min(batch_size, 8),
-    )
-    samplers = {t: make_sampler(temp=t) for t in {job[2] for job in jobs}}
-    # Keep at most `batch_size` sequences in flight and top up as they finish: inserting
-    # every prompt at once makes mlx-lm prefill far ahead of generation (measured 2x slower).
-    pending = list(reversed(jobs))
-    by_uid: dict[int, tuple[str, list[int], float]] = {}
-    tokens: dict[int, list[int]] = {}
-
-    def top_up(count: int) -> None:
-        batch = [pending.pop() for _ in range(min(count, len(pending)))]
-        if not batch:
-            return
-        uids = gen.insert([job[1] for job in batch], [max_new_tokens] * len(batch),
-                          samplers=[samplers[job[2]] for job in batch])
-        for uid, job in zip(uids, batch):
-            by_uid[uid], tokens[uid] = job, []
-
-    try:
-        top_up(batch_size)
-        while responses := gen.next_generated():
-            finished = 0
-            for r in responses:
-                tokens[r.uid].append(int(r.token))
-                if r.finish_reason is not None:
-                    job = by_uid.pop(r.uid)
-                    finished += 1
-                    yield DistillRecord(job[0], list(job[1]), tokens.pop(r.uid), job[2], r.finish_reason)
-            if finished:
-                top_up(finished)
-    finally:
-        gen.close()
 
 
 class HiddenStore:
@@ -347,7 +274,6 @@ def generate_with_hidden(
 def distill(
     model: nn.Module,
     tokenizer: Any,
-    config: dict[str, Any],
     prompts: list[dict[str, Any]],
     out_path: str | Path,
     *,
@@ -360,15 +286,13 @@ def distill(
     progress: Any = None,
     max_prompts_this_run: int | None = None,
     hidden_dir: str | Path | None = None,
-    backend: str = "ours",
 ) -> DistillStats:
     """Answer every prompt not yet in `out_path` and append the answers to it.
 
-    model/tokenizer/config: a loaded LLM (`loading.load`). `progress`: a rich Console to
-    show a progress bar on, or None. `max_prompts_this_run` stops early (tests, chunked runs).
-    backend "ours" (default): our batched loop, which also saves the hidden states to
-    `hidden_dir` (a `HiddenStore`) when given, sparing training a second LLM pass;
-    "mlx-lm": mlx-lm's BatchGenerator (answers only).
+    model/tokenizer: a loaded LLM (`loading.load`). `progress`: a rich Console to show a
+    progress bar on, or None. `max_prompts_this_run` stops early (tests, chunked runs). The
+    hidden states go to `hidden_dir` (a `HiddenStore`) when given, sparing training a second
+    LLM pass.
     Returns what this run did; the file holds every record so far.
     """
     out = Path(out_path)
@@ -378,7 +302,7 @@ def distill(
     done = {r.id for r in read_distill_file(out)}
     ids = [prompt_id(r, i) for i, r in enumerate(prompts)]
     if len(set(ids)) != len(ids):
-        raise ValueError("prompt ids are not unique; cannot resume safely")
+        raise InputError("prompt ids are not unique; cannot resume safely")
     all_jobs = plan(prompts, tokenizer, sampled_fraction=sampled_fraction, temp=temp,
                     system_prompt=system_prompt)
     jobs = [job for job in all_jobs if job[0] not in done]
@@ -388,22 +312,14 @@ def distill(
     if not jobs:
         return stats
 
-    if backend not in ("ours", "mlx-lm"):
-        raise ValueError(f"unknown distillation backend {backend!r}")
     eos = set(getattr(tokenizer, "eos_token_ids", None) or []) or {tokenizer.eos_token_id}
     bar, task = start_progress(progress, "distilling", len(all_jobs), completed=stats.prompts_skipped,
                                extra="{task.fields[tps]:.0f} tok/s", tps=0.0)
     tic = time.perf_counter()
     try:
         store = HiddenStore(hidden_dir) if hidden_dir is not None else None
-        if backend == "ours":
-            mx.random.seed(seed)
-            stream = generate_with_hidden(model, jobs, eos, max_new_tokens=max_new_tokens,
-                                          batch_size=batch_size)
-        else:
-            stream = ((r, None) for r in generate_batched(
-                mlx_lm_twin(model, config), jobs, eos, max_new_tokens=max_new_tokens,
-                batch_size=batch_size, seed=seed))
+        mx.random.seed(seed)
+        stream = generate_with_hidden(model, jobs, eos, max_new_tokens=max_new_tokens, batch_size=batch_size)
         pending_ids: list[str] = []
         pending_states: list[np.ndarray] = []
         with out.open("a", encoding="utf-8") as f:
@@ -411,7 +327,7 @@ def distill(
                 # The JSONL line first: a record whose states were lost is recomputed later.
                 f.write(record.to_json() + "\n")
                 f.flush()
-                if store is not None and states is not None:
+                if store is not None:
                     pending_ids.append(record.id)
                     pending_states.append(states)
                     if len(pending_ids) >= batch_size:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .distill import DistillStats, check_extensible, prompt_id, read_distill_file, repair_tail
+from .errors import InputError
 from .progress import start_progress
 
 POLL_SECONDS = 1.0
@@ -67,7 +68,7 @@ def distill_in_workers(
     sampled_fraction, temp, system_prompt). Worker k samples with seed `seed + k`.
     """
     if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
+        raise InputError(f"workers must be >= 1, got {workers}")
     out = Path(out_path)
     check_extensible(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -164,7 +165,7 @@ def _worker_main() -> None:
 
     job = json.load(sys.stdin)
     loaded = load(job["model"], runtime.parse_dtype(job["dtype"]))
-    distill(loaded.model, loaded.tokenizer, loaded.config, job["prompts"], job["out"],
+    distill(loaded.model, loaded.tokenizer, job["prompts"], job["out"],
             hidden_dir=job["hidden_dir"], **job["options"])
 
 

@@ -23,7 +23,7 @@ import mlx.core as mx
 import numpy as np
 from mlx import nn
 
-from .beam_search import DEFAULT_SEARCH_WIDTH, beam_search
+from .beam_search import beam_search
 from .distill import generate_with_hidden
 from .drafter import Drafter, Embedding
 from .lookup import with_lookup_beam
@@ -65,10 +65,10 @@ def replay(
     embedding: Embedding,
     answers: Sequence[tuple[np.ndarray, np.ndarray]],
     *,
-    beam_width: int = 4,
-    beam_length: int = 5,
+    beam_width: int,
+    beam_length: int,
     top_k: int = 50,
-    search_width: int | None = DEFAULT_SEARCH_WIDTH,
+    search_width: int | None = None,
     max_tokens: int | None = None,
     prompts: Sequence[Sequence[int]] | None = None,
     lookup: bool = True,

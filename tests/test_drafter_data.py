@@ -1,5 +1,5 @@
-"""The shipped drafter's distillation data (`drafters/smollm2-135m/distill.jsonl.gz`, see the
-drafter's model card): the embedded LLM's own greedy answers to the shipped training prompts, and to
+"""The shipped drafter's distillation data (`data/smollm2-135m-distill.jsonl.gz` in the
+checkout, see the drafter's model card): the embedded LLM's own greedy answers to the shipped training prompts, and to
 no eval prompt, so `redrafter train --skip-distill --distill-data` on it reproduces the drafter
 and its n-gram table."""
 
@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 
 import redrafter_mlx
-from redrafter_mlx.data import TRAIN_SPLITS, follow_up_turns, load_prompts
+from redrafter_mlx.data import CHECKOUT_DATA, TRAIN_SPLITS, follow_up_turns, load_prompts
 from redrafter_mlx.distill import first_user_message, read_distill_file
 from redrafter_mlx.ngrams import build_ngram_table, load_ngram_table
 from redrafter_mlx.prompting import encode_prompt
 from redrafter_mlx.training import TrainConfig, split_records
 
-DATA = Path(redrafter_mlx.__file__).parent / "drafters" / "smollm2-135m" / "distill.jsonl.gz"
+DATA = CHECKOUT_DATA / "smollm2-135m-distill.jsonl.gz"
+DRAFTER = Path(redrafter_mlx.__file__).parent / "drafters" / "smollm2-135m"
 
 
 @pytest.fixture(scope="module")
@@ -54,10 +55,10 @@ def test_answers_are_the_llms_greedy_continuations(records, embedded):
 
 
 def test_the_shipped_ngram_table_is_built_from_this_data(records):
-    """The table beside it is what `redrafter train` builds from this data's training split,
+    """The shipped drafter's table is what `redrafter train` builds from this data's training split,
     and the drafter folder stays within the 40 MB the repository allows."""
-    shipped = load_ngram_table(DATA.parent)
+    shipped = load_ngram_table(DRAFTER)
     train, _ = split_records(records, TrainConfig.holdout_fraction)
     rebuilt = build_ngram_table([r.response_ids for r in train], shipped.vocab_size)
     assert mx.array_equal(shipped.keys, rebuilt.keys) and mx.array_equal(shipped.drafts, rebuilt.drafts)
-    assert sum(f.stat().st_size for f in DATA.parent.iterdir()) <= 40 * 2**20
+    assert sum(f.stat().st_size for f in DRAFTER.iterdir()) <= 40 * 2**20

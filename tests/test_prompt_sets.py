@@ -1,17 +1,20 @@
-"""The shipped chat prompt sets: size, schema, no train/eval leakage, deterministic regeneration."""
+"""The chat prompt sets: size, schema, no train/eval leakage, deterministic regeneration; the
+eval split ships, the training splits and builders stay in the checkout's data/ folder."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from importlib import resources
 from pathlib import Path
 
 import pytest
 
-from redrafter_mlx.data import CATEGORIES, SPLITS, TRAIN_SPLITS, WRITTEN_SOURCES, follow_up_turns, load_prompts
-from redrafter_mlx.data import build_prompts as bp
-from redrafter_mlx.data.eval_set import RESERVED_TERMS
+from data import build_prompts as bp
+from data.eval_set import RESERVED_TERMS
+from redrafter_mlx import data as prompt_sets
+from redrafter_mlx.data import (
+    CATEGORIES, SPLITS, TRAIN_SPLITS, WRITTEN_SOURCES, follow_up_turns, load_prompts, split_file,
+)
 
 KEYS = {"id", "category", "prompt", "turns", "multi_turn", "source"}
 
@@ -47,12 +50,23 @@ def test_categories(train, evals):
     assert set(tc) <= allowed and set(ec) <= allowed
 
 
-def test_every_shipped_prompt_file_is_a_split():
-    """A prompt file or hand-written batch in the package that no split names would be
-    silently left out of training."""
+def test_every_prompt_file_is_a_split():
+    """A prompt file or hand-written batch in data/ that no split names would be silently left
+    out of training; the package holds the eval split and nothing to build it from."""
     folder = Path(bp.__file__).parent
     assert {p.name for p in folder.glob("train*_prompts.jsonl")} == {SPLITS[s] for s in TRAIN_SPLITS}
     assert {p.name for p in folder.glob("handwritten_bulk*.jsonl")} == set(WRITTEN_SOURCES.values())
+    package = Path(prompt_sets.__file__).parent
+    assert sorted(p.name for p in package.iterdir() if p.is_file()) == ["README.md", "__init__.py", SPLITS["eval"]]
+
+
+def test_training_splits_outside_a_checkout_are_a_clear_error(monkeypatch, tmp_path):
+    """From an installed wheel (no data/ folder beside the package) the eval split still
+    loads, and a training split says where to get it."""
+    monkeypatch.setattr(prompt_sets, "CHECKOUT_DATA", tmp_path / "data")
+    assert len(load_prompts("eval")) >= 80
+    with pytest.raises(FileNotFoundError, match="'train-extra' prompts are not installed.*git checkout"):
+        load_prompts("train-extra")
 
 
 @pytest.mark.parametrize("split", sorted(SPLITS))
@@ -118,8 +132,7 @@ def test_sources(train):
     kinds = Counter(r["source"].split(":")[0] for r in train)
     assert set(kinds) == {"template", "handwritten", "humaneval"}
     assert kinds["humaneval"] >= 150
-    files = resources.files("redrafter_mlx.data")
-    assert "MIT License" in files.joinpath("HUMANEVAL_LICENSE.txt").read_text(encoding="utf-8")
+    assert "MIT License" in (bp.DATA_DIR / "HUMANEVAL_LICENSE.txt").read_text(encoding="utf-8")
 
 
 def test_extra_split_is_a_larger_template_draw(train):
@@ -152,10 +165,9 @@ def test_follow_up_turns_stand_alone():
 @pytest.mark.slow
 def test_regeneration_is_byte_identical(tmp_path):
     paths = bp.build(tmp_path)
-    files = resources.files("redrafter_mlx.data")
+    assert set(paths) == set(SPLITS)
     for split, path in paths.items():
-        shipped = files.joinpath(SPLITS[split]).read_bytes()
-        assert path.read_bytes() == shipped, f"{split} prompts differ from a fresh build"
+        assert path.read_bytes() == split_file(split).read_bytes(), f"{split} prompts differ from a fresh build"
 
 
 def test_unknown_split():

@@ -8,7 +8,8 @@ import numpy as np
 from redrafter_mlx.distill import generate_with_hidden
 from redrafter_mlx.ngrams import build_ngram_table
 from redrafter_mlx.replay import accepted_lengths, replay
-from redrafter_mlx.training import TrainConfig, decode_eval, train_drafter
+from redrafter_mlx.training import TrainConfig, train_drafter
+from redrafter_mlx.training.evaluation import decode_eval
 
 from .conftest import llm_hidden_states, random_model, tiny_config
 
@@ -37,7 +38,7 @@ def test_replay_counts_what_decoding_counts(tmp_path):
     answers = list(generate_with_hidden(model, jobs, eos_ids=(), max_new_tokens=40, batch_size=5))
     # A drafter trained briefly on these answers accepts some drafts but not all.
     records = [r for r, _ in answers]
-    cfg = TrainConfig(exit_dim=64, num_draft_layers=1, token_subset_size=None, predict=3, lr=3e-3,
+    cfg = TrainConfig(exit_dim=64, num_draft_layers=1, head_tied=False, token_subset_size=None, predict=3, lr=3e-3,
                       warmup_steps=5, batch_positions=128, steps=12, eval_every=12,
                       checkpoint_every=1000, eval_prompts=0, beam_width=3, beam_length=4,
                       eval_max_tokens=30)

