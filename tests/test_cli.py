@@ -134,7 +134,8 @@ def test_bad_prompts_file_and_existing_export_target(tmp_path):
 
 @pytest.mark.slow
 def test_wheel_installs_cli_under_the_package_namespace(tmp_path):
-    """`pip install .` puts cli/, quantize/, profiling/ under redrafter_mlx, nothing generic."""
+    """`pip install .` puts cli/, quantize/, profiling/ under redrafter_mlx, nothing generic; it holds
+    what runs (weights, calibration, eval prompts) and no training data; the API works from it."""
     root = Path(__file__).resolve().parents[1]
     target = tmp_path / "site"
     subprocess.run(
@@ -144,13 +145,23 @@ def test_wheel_installs_cli_under_the_package_namespace(tmp_path):
     )
     top_level = {p.name for p in target.iterdir() if not p.name.endswith((".dist-info", ".egg-info"))}
     assert top_level == {"redrafter_mlx", "bin"} or top_level == {"redrafter_mlx"}
-    for sub in ("cli/main.py", "quantize/__init__.py", "profiling/bench.py", "models/llama.py"):
+    runtime = ("cli/main.py", "quantize/__init__.py", "profiling/bench.py", "models/llama.py", "training/loop.py",
+               "data/eval_prompts.jsonl", *(f"drafters/smollm2-135m/{name}" for name in (
+                   "model.safetensors", "config.json", "ngrams.safetensors", "calibration.json", "README.md")))
+    for sub in runtime:
         assert (target / "redrafter_mlx" / sub).exists(), sub
-    help_text = subprocess.run(
-        [sys.executable, "-m", "redrafter_mlx.cli", "--help"], capture_output=True, text=True, cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(target)}, timeout=300,
-    )
+    installed = {p.name for p in (target / "redrafter_mlx").rglob("*")}
+    assert not installed & {"train_prompts.jsonl", "build_prompts.py", "distill.jsonl.gz", "handwritten_bulk.jsonl"}
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    help_text = subprocess.run([sys.executable, "-m", "redrafter_mlx.cli", "--help"], capture_output=True,
+                               text=True, cwd=tmp_path, env=env, timeout=300)
     assert help_text.returncode == 0 and "generate" in help_text.stdout, help_text.stderr
+    script = ("import redrafter_mlx; from redrafter_mlx import load, generate\n"
+              "print(redrafter_mlx.__file__); print(generate(load(), 'What is the capital of France?', max_tokens=8))")
+    api = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env,
+                         timeout=300)
+    assert api.returncode == 0, api.stderr
+    assert api.stdout.startswith(str(target)) and "Paris" in api.stdout  # the installed copy, not the checkout
 
 
 def test_profile_writes_a_chrome_trace_with_every_phase(tmp_path, write_tiny_folder):
