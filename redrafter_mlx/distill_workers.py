@@ -2,7 +2,7 @@
 
 Why: MLX's CPU element-wise kernels run on one thread, so one distillation process keeps
 about one core busy. N processes, each answering every N-th prompt with a single-threaded
-BLAS, keep N cores busy (two workers on this 2-core machine: 57 tok/s against 25 for one
+BLAS, keep N cores busy (two workers on a 2-core x86 CPU: 57 tok/s against 25 for one
 process). On a GPU, one process is the right choice.
 
 Each worker runs `distill.distill` into its own part file beside the output, so no two

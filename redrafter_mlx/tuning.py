@@ -1,4 +1,4 @@
-"""Choose the candidate tree that decodes fastest on this machine, from measured costs.
+"""Choose the candidate tree that decodes fastest on the machine it runs on, from measured costs.
 
 A step verifies a tree of P packed tokens and emits `tokens_per_step` tokens, so its speed
 is tokens_per_step / (draft time + verify time(P) + overhead). Tokens per step grows with
