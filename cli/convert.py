@@ -8,8 +8,9 @@ from typing import Annotated, Optional
 import typer
 
 from redrafter_mlx import runtime
-from redrafter_mlx.convert import convert_drafter, parameter_count, read_llm_config
+from redrafter_mlx.convert import convert_drafter, head_tokens_for, parameter_count, read_llm_config
 from redrafter_mlx.drafter import _read_config
+from redrafter_mlx.token_ranking import DEFAULT_CORPUS
 
 from .app import UsageError, app, console, friendly_errors
 from .options import DTypeOpt
@@ -25,9 +26,18 @@ GroupSizeOpt = Annotated[
     Optional[int], typer.Option("--group-size", help="32 | 64 | 128 (with -q; default 64).")
 ]
 CheckModelOpt = Annotated[Optional[str], typer.Option(
-    "--model", "-M", help="Check vocab_size / hidden_size against this LLM (reads only its config).",
+    "--model", "-M",
+    help="Check vocab_size / hidden_size against this LLM (reads only its config, and its tokenizer for --head-tokens).",
 )]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace an existing OUT.")]
+HeadTokensOpt = Annotated[Optional[int], typer.Option(
+    "--head-tokens", help="Trim the head to the LLM's (-M) K most frequent tokens (in --token-corpus); others are never drafted.",
+    show_default=False,
+)]
+TokenCorpusOpt = Annotated[Optional[Path], typer.Option(
+    "--token-corpus", help="Text or JSONL (.gz ok) whose tokens rank the vocabulary for --head-tokens "
+    "(default: chat answers shipped with the package).", show_default=False,
+)]
 
 
 @app.command()
@@ -40,20 +50,32 @@ def convert(
     bits: BitsOpt = None,
     group_size: GroupSizeOpt = None,
     model: CheckModelOpt = None,
+    head_tokens: HeadTokensOpt = None,
+    token_corpus: TokenCorpusOpt = None,
     force: ForceOpt = False,
 ) -> None:
     """Convert a PyTorch ReDrafter drafter (reference or TensorRT-LLM key names) to MLX."""
     if not quantize and (bits is not None or group_size is not None):
         raise UsageError("--bits / --group-size need -q/--quantize")
+    if head_tokens is not None and model is None:
+        raise UsageError("--head-tokens needs -M/--model: the LLM's tokenizer ranks its tokens")
+    if token_corpus is not None and head_tokens is None:
+        raise UsageError("--token-corpus needs --head-tokens")
     mx_dtype = runtime.parse_dtype(dtype)
+    llm_config = read_llm_config(model) if model else None
+    head_token_ids = None
+    if head_tokens is not None:
+        head_token_ids = head_tokens_for(model, llm_config, head_tokens, token_corpus or DEFAULT_CORPUS)
     path = convert_drafter(
         src, out, dtype=mx_dtype,
         bits=(bits or 4) if quantize else None, group_size=group_size or 64,
-        llm_config=read_llm_config(model) if model else None, force=force,
+        llm_config=llm_config, head_token_ids=head_token_ids, force=force,
     )
     config = _read_config(path)
     quant = config.quantization
     how = f"{quant['bits']}-bit, group size {quant['group_size']}" if quant else "not quantized"
+    if config.token_subset_size:
+        how += f", head trimmed to {config.token_subset_size:,} of {config.vocab_size:,} tokens"
     console.print(
         f"converted {parameter_count(config):,} parameters ({runtime.dtype_name(mx_dtype)}, {how}) -> {path}",
         soft_wrap=True, markup=False,

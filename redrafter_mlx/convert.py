@@ -8,6 +8,8 @@ accepts: `input_projs.*` / `lm_heads.*` for `input_proj.*` / `lm_head.*`, and `0
 key (a whole drafter saved inside a container) is stripped.
 
 safetensors are read by MLX itself; .bin / .pt need PyTorch (an optional dependency).
+A full-vocabulary head can be trimmed to the K tokens the target LLM emits most
+(`token_ranking.py`): drafting then reads K head rows per step instead of V.
 The output is written beside OUT and renamed into place, so OUT is never half-written.
 """
 
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
+import numpy as np
 from mlx.utils import tree_flatten
 
 from .drafter import (
@@ -32,10 +35,13 @@ from .drafter import (
     build_drafter,
     quantize_drafter,
     save_drafter,
+    trim_head,
 )
+from .errors import InputError
 from .export import _check_target, _replace
 from .gguf import read_gguf
-from .loading import ModelLoadError, resolve
+from .loading import ModelLoadError, _eos_ids, resolve
+from .token_ranking import DEFAULT_CORPUS, top_tokens
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.pt")
 TORCH_SUFFIXES = (".bin", ".pt", ".pth")
@@ -55,16 +61,18 @@ def convert_drafter(
     bits: int | None = None,
     group_size: int = 64,
     llm_config: dict[str, Any] | None = None,
+    head_token_ids: np.ndarray | None = None,
     force: bool = False,
 ) -> Path:
     """Validate SRC against its config.json (and the target LLM's config when given), cast
-    to `dtype`, optionally quantize to `bits`, and write an MLX drafter folder at OUT.
-    Raises DrafterLoadError, FileExistsError or ValueError with one-line messages."""
+    to `dtype`, trim the head to `head_token_ids` (K,) when given (`head_tokens_for`),
+    optionally quantize to `bits`, and write an MLX drafter folder at OUT.
+    Raises InputError (DrafterLoadError...) or FileExistsError with one-line messages."""
     src, out = Path(src).expanduser(), Path(out).expanduser().absolute()
     _check_quantization(bits, group_size)
     folder, weights_file = locate_checkpoint(src)
     if folder.resolve().is_relative_to(out.resolve()):
-        raise ValueError(f"{out} holds the source checkpoint; write to another folder")
+        raise InputError(f"{out} holds the source checkpoint; write to another folder")
     _check_target(out, force)
     config = _read_config(folder)
     if config.quantization is not None:
@@ -73,6 +81,11 @@ def convert_drafter(
         check_llm_config(config, llm_config)
     weights = canonical_weights(read_checkpoint(weights_file), weights_file)
     drafter = build_drafter(config, weights, weights_file, dtype)
+    if head_token_ids is not None:
+        try:
+            drafter = trim_head(drafter, head_token_ids)
+        except ValueError as e:
+            raise DrafterLoadError(f"{folder}: {e}") from None
     if bits is not None:
         quantize_drafter(drafter, bits=bits, group_size=group_size)
     return _save_staged(drafter, out)
@@ -81,9 +94,9 @@ def convert_drafter(
 def _check_quantization(bits: int | None, group_size: int) -> None:
     """Fail before reading a possibly large checkpoint."""
     if bits is not None and bits not in QUANT_BITS:
-        raise ValueError(f"bits must be one of {QUANT_BITS}, got {bits}")
+        raise InputError(f"bits must be one of {QUANT_BITS}, got {bits}")
     if bits is not None and group_size not in GROUP_SIZES:
-        raise ValueError(f"group size must be one of {GROUP_SIZES}, got {group_size}")
+        raise InputError(f"group size must be one of {GROUP_SIZES}, got {group_size}")
 
 
 def locate_checkpoint(src: Path) -> tuple[Path, Path]:
@@ -180,13 +193,19 @@ def check_llm_config(config: DrafterConfig, llm_config: dict[str, Any]) -> None:
             raise DrafterLoadError(f"drafter {name} is {ours} but the model's is {theirs}")
 
 
-def read_llm_config(name: str) -> dict[str, Any]:
-    """The target LLM's config alone: a folder's config.json or a .gguf file's metadata.
-    (A hub id is fetched whole by `resolve`; no weights are loaded into memory.)"""
+def _llm_path(name: str) -> Path:
+    """A folder or .gguf file for an LLM alias, path or hub id (fetched whole by `resolve`)."""
     path = resolve(name)
+    if path.is_file() and path.suffix != ".gguf":
+        raise ModelLoadError(f"{path}: expected a folder or a .gguf file")
+    return path
+
+
+def read_llm_config(name: str) -> dict[str, Any]:
+    """The target LLM's config alone: a folder's config.json or a .gguf file's metadata
+    (no weights are loaded into memory)."""
+    path = _llm_path(name)
     if path.is_file():
-        if path.suffix != ".gguf":
-            raise ModelLoadError(f"{path}: expected a folder or a .gguf file")
         return read_gguf(path).config
     config_file = path / "config.json"
     if not config_file.is_file():
@@ -195,6 +214,31 @@ def read_llm_config(name: str) -> dict[str, Any]:
         return json.loads(config_file.read_text())
     except json.JSONDecodeError as e:
         raise ModelLoadError(f"{config_file}: invalid JSON ({e})") from None
+
+
+def read_llm_tokenizer(name: str) -> Any:
+    """The target LLM's Hugging Face tokenizer alone: a folder's tokenizer files or a .gguf
+    file's metadata."""
+    path = _llm_path(name)
+    if path.is_file():
+        return read_gguf(path).tokenizer
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(path))
+    except Exception as e:  # transformers raises many types (OSError, ValueError, config validation...)
+        raise ModelLoadError(f"{path}: no usable tokenizer ({_first_line(e)})") from None
+
+
+def head_tokens_for(
+    name: str, llm_config: dict[str, Any], k: int, corpus: str | Path = DEFAULT_CORPUS
+) -> np.ndarray:
+    """The K token ids of LLM `name` (config `llm_config`) a trimmed head keeps, ranked by
+    frequency in `corpus` tokenized with the LLM's tokenizer: (K,) int32, best first."""
+    vocab_size = llm_config.get("vocab_size")
+    if not isinstance(vocab_size, int):
+        raise ModelLoadError("the model's config has no vocab_size to rank its tokens in")
+    return top_tokens(read_llm_tokenizer(name), vocab_size, k, corpus, _eos_ids(llm_config))
 
 
 def parameter_count(config: DrafterConfig) -> int:

@@ -27,6 +27,7 @@ import mlx.nn as nn
 import numpy as np
 from mlx.utils import tree_flatten
 
+from .errors import InputError
 from .ngrams import NgramTable, load_ngram_table
 
 MODEL_TYPE = "recurrent_drafting_drafter"
@@ -40,7 +41,7 @@ _IGNORED_KEYS = frozenset({"emb_norm.weight"})
 Embedding = Union[mx.array, nn.Module, Callable[[mx.array], mx.array]]
 
 
-class DrafterLoadError(ValueError):
+class DrafterLoadError(InputError):
     """A drafter folder that cannot be loaded; the message says which file, key or shape."""
 
 
@@ -253,13 +254,6 @@ class Drafter(nn.Module):
         only by a tied head."""
         return self.head_logits(self.features(h, state), self.head_table(embedding))
 
-    def log_probs(
-        self, h: mx.array, state: mx.array, embedding: Embedding | None = None
-    ) -> mx.array:
-        """Log-softmax of `logits` over the head's tokens (no top-k): (..., head_size) float32."""
-        logits = self.logits(h, state, embedding).astype(mx.float32)
-        return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
-
     def vocab_ids(self, head_ids: mx.array) -> mx.array:
         """Head indices (...) -> full-vocabulary token ids (...) int32 (identity unless trimmed)."""
         if self.is_trimmed:
@@ -305,6 +299,30 @@ def untie_head(drafter: Drafter, embedding: Embedding) -> Drafter:
     out = drafter.rebuilt(config, list(weights.items()))
     mx.eval(out.parameters())
     return out
+
+
+def trim_head(drafter: Drafter, token_ids: np.ndarray) -> Drafter:
+    """The same drafter with its head restricted to `token_ids` (K,) vocabulary ids (best
+    first): an untied head keeps those rows of its weight, a tied one will score those rows
+    of the LLM embedding. The K tokens keep exactly the logits they had; the others can no
+    longer be drafted (verification, hence the output, is unchanged). Trim before quantizing. Raises ValueError for a trimmed or quantized head or ids that are
+    not K distinct vocabulary ids."""
+    config = drafter.config
+    if drafter.is_trimmed:
+        raise ValueError(f"the drafter's head is already trimmed to {config.head_size} tokens")
+    if config.quantization is not None:
+        raise ValueError("trim the head before quantizing the drafter")
+    ids = np.asarray(token_ids)
+    if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError(f"token_ids must be a non-empty 1-D integer array, got shape {ids.shape} {ids.dtype}")
+    if ids.min() < 0 or ids.max() >= config.vocab_size or np.unique(ids).size != ids.size:
+        raise ValueError(f"token_ids must be distinct ids in [0, {config.vocab_size})")
+    rows = mx.array(ids.astype(np.int32))
+    head = f"lm_head.{config.num_draft_layers}."
+    weights = [(k, v[rows] if k.startswith(head) else v) for k, v in tree_flatten(drafter.parameters())]
+    trimmed = drafter.rebuilt(replace(config, token_subset_size=ids.size), weights + [("token_ids", rows)])
+    mx.eval(trimmed.parameters())
+    return trimmed
 
 
 def save_drafter(drafter: Drafter, out_dir: str | Path) -> Path:

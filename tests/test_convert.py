@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from mlx.utils import tree_flatten
 from safetensors.torch import save_file
 from torch import nn
 from typer.testing import CliRunner
@@ -26,7 +28,12 @@ from typer.testing import CliRunner
 from redrafter_mlx.beam_search import beam_search
 from redrafter_mlx.cli.main import load_commands
 from redrafter_mlx.convert import TORCH_HINT, convert_drafter
-from redrafter_mlx.drafter import DrafterLoadError, load_drafter
+from redrafter_mlx.decoding import generate_ar, generate_redrafter
+from redrafter_mlx.drafter import Drafter, DrafterLoadError, load_drafter, save_drafter, untie_head
+from redrafter_mlx.loading import EMBEDDED, SHIPPED_DRAFTERS, load_drafter_for
+from redrafter_mlx.prompting import encode_prompt
+
+from .test_token_ranking import word_corpus, write_word_tokenizer
 
 VOCAB, HIDDEN, LAYERS, EXIT_DIM = 96, 16, 2, 64  # EXIT_DIM != 2 * HIDDEN: has input_proj
 LOG_0 = -50000.0  # the reference's log(0) for beams 1.. before the first step
@@ -139,22 +146,24 @@ def torch_logits(model: TorchDrafter, h: np.ndarray, state: np.ndarray) -> np.nd
 @torch.no_grad()
 def torch_beam_search(
     model: TorchDrafter, embedding: np.ndarray, h: np.ndarray, token: int, width: int, length: int,
-    top_k: int = 50,
+    top_k: int = 50, kept: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The reference beam search with whole-tensor torch ops: beam 0 at 0, others at LOG_0;
-    top-k warp to -inf, log_softmax, keep the W best of W x V; L counts the given token."""
+    top-k warp to -inf, log_softmax, keep the W best of W x V; L counts the given token.
+    `kept` (K,): the tokens a trimmed head scores (its logits are those columns)."""
     table, context = torch.from_numpy(embedding), torch.from_numpy(h)
+    vocab = torch.arange(VOCAB) if kept is None else torch.from_numpy(kept).long()
     beams = torch.full((width, 1), token)
     scores = torch.tensor([0.0] + [LOG_0] * (width - 1))
     states = torch.zeros(width, HIDDEN)
     for _ in range(length - 1):
         states = model.update_state(states, table[beams[:, -1]])
-        logits = model.logits(context.expand(width, -1), states)
+        logits = model.logits(context.expand(width, -1), states)[:, vocab]
         kth = logits.topk(top_k, dim=-1).values[:, -1:]
         log_probs = torch.log_softmax(logits.masked_fill(logits < kth, -torch.inf), dim=-1)
         scores, best = (scores[:, None] + log_probs).flatten().topk(width)
-        parents = best // VOCAB
-        beams = torch.cat([beams[parents], (best % VOCAB)[:, None]], dim=1)
+        parents = best // len(vocab)
+        beams = torch.cat([beams[parents], vocab[best % len(vocab)][:, None]], dim=1)
         states = states[parents]
     return beams.numpy(), scores.numpy()
 
@@ -357,3 +366,92 @@ def test_two_keys_naming_one_weight_are_refused(tmp_path, reference):
     with pytest.raises(DrafterLoadError, match="both name 'lm_head.2.weight'"):
         convert_drafter(folder, tmp_path / "out", dtype=mx.float32)
     assert not (tmp_path / "out").exists()
+
+
+def write_llm_folder(folder: Path) -> Path:
+    """All that `--head-tokens` reads of a target LLM: its config (the reference drafter's
+    sizes) and a tokenizer with one word per id."""
+    folder.mkdir(parents=True)
+    config = {"model_type": "llama", "vocab_size": VOCAB, "hidden_size": HIDDEN, "num_attention_heads": 4,
+              "eos_token_id": 2}
+    (folder / "config.json").write_text(json.dumps(config))
+    return write_word_tokenizer(folder, VOCAB)
+
+
+@pytest.fixture(scope="module")
+def ranked_llm(tmp_path_factory) -> tuple[Path, Path, list[int]]:
+    """(LLM folder, a token corpus for its tokenizer, the ranking the corpus implies)."""
+    root = tmp_path_factory.mktemp("ranked")
+    text, ranking = word_corpus(VOCAB)
+    (root / "corpus.txt").write_text(text)
+    return write_llm_folder(root / "llm"), root / "corpus.txt", ranking
+
+
+def test_head_tokens_keep_the_top_ranked_rows_and_draft_only_them(tmp_path, reference, reference_folder, ranked_llm):
+    llm, corpus, ranking = ranked_llm
+    out = tmp_path / "out"
+    result = run_cli("convert", reference_folder, out, "-M", llm, "--head-tokens", 60, "--token-corpus", corpus)
+    assert result.exit_code == 0, result.output
+    assert "not quantized, head trimmed to 60 of 96 tokens) -> " in result.output
+    drafter = load_drafter(out)
+    kept = np.array(ranking[:60])
+    np.testing.assert_array_equal(drafter.token_ids, kept)
+    head = reference.state_dict()[f"lm_head.{LAYERS}.weight"].numpy()
+    np.testing.assert_array_equal(np.array(drafter.lm_head[LAYERS].weight), head[kept])
+    h, _, embedding = random_inputs(3)
+    for width, length in ((1, 4), (4, 5)):
+        beams, scores = beam_search(drafter, mx.array(embedding), mx.array(h[0]), mx.array(7), width, length)
+        assert set(np.array(beams)[:, 1:].ravel()) <= set(kept.tolist())
+        want_beams, want_scores = torch_beam_search(reference, embedding, h[0], 7, width, length, kept=kept)
+        np.testing.assert_array_equal(np.array(beams), want_beams)
+        np.testing.assert_allclose(np.array(scores), want_scores, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--head-tokens", 8], "--head-tokens needs -M/--model"),
+    (["--token-corpus", "corpus.txt"], "--token-corpus needs --head-tokens"),
+    (["-M", "LLM", "--head-tokens", 0], "the head can keep 1 to 96 tokens (the vocabulary), not 0"),
+    (["-M", "LLM", "--head-tokens", 97], "the head can keep 1 to 96 tokens (the vocabulary), not 97"),
+    (["-M", "LLM", "--head-tokens", 8, "--token-corpus", "nowhere.txt"], "nowhere.txt: no such file"),
+])
+def test_bad_head_tokens_are_one_line_errors_and_write_nothing(tmp_path, reference_folder, ranked_llm, args, message):
+    llm = ranked_llm[0]
+    args = [llm if a == "LLM" else a for a in args]
+    assert_one_line_error(run_cli("convert", reference_folder, tmp_path / "out", *args), message)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_already_trimmed_head_is_not_trimmed_again(tmp_path, reference_folder, ranked_llm):
+    llm, corpus, _ = ranked_llm
+    trimmed = convert_drafter(reference_folder, tmp_path / "trimmed", dtype=mx.float32,
+                              head_token_ids=np.arange(60, dtype=np.int32))
+    before = (trimmed / "model.safetensors").read_bytes()
+    result = run_cli("convert", trimmed, tmp_path / "again", "-M", llm, "--head-tokens", 50, "--token-corpus", corpus)
+    assert_one_line_error(result, "the drafter's head is already trimmed to 60 tokens")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trimmed"]
+    assert (trimmed / "model.safetensors").read_bytes() == before
+
+
+@pytest.mark.slow
+def test_trimmed_drafter_still_drafts_and_decodes_exactly_like_ar(tmp_path, embedded):
+    """A full-vocabulary drafter that drafts well (the shipped one, its head widened to all
+    49,152 tokens and untied), trimmed to 8,192 by the shipped corpus ranking: the output is
+    AR's token for token, and drafts are still accepted (so head index -> id is right)."""
+    shipped = load_drafter(SHIPPED_DRAFTERS[EMBEDDED])
+    full = Drafter(replace(shipped.config, token_subset_size=None))
+    full.load_weights([(k, v) for k, v in tree_flatten(shipped.parameters()) if k != "token_ids"])
+    save_drafter(untie_head(full, embedded.model.embedding), tmp_path / "full")
+    result = run_cli("convert", tmp_path / "full", tmp_path / "trimmed", "-M", EMBEDDED, "--head-tokens", 8192)
+    assert result.exit_code == 0, result.output
+    drafter = load_drafter_for(embedded, str(tmp_path / "trimmed"))
+    assert drafter.config.token_subset_size == 8192 and not drafter.config.head_tied
+    eos = embedded.tokenizer.eos_token_ids
+    accepted = []
+    for prompt in ("What is the capital of France?", "Write a haiku about the sea."):
+        ids = encode_prompt(embedded.tokenizer, prompt)
+        want = [t for step in generate_ar(embedded.model, ids, max_tokens=24, eos_ids=eos) for t in step.tokens]
+        steps = list(generate_redrafter(embedded.model, drafter, ids, beam_width=3, beam_length=5,
+                                        max_tokens=24, eos_ids=eos, lookup=False))
+        assert [t for step in steps for t in step.tokens] == want
+        accepted += steps[-1].stats.accepted_per_step
+    assert max(accepted) > 1

@@ -18,6 +18,7 @@ from redrafter_mlx.drafter import (
     load_drafter,
     quantize_drafter,
     save_drafter,
+    trim_head,
     untie_head,
 )
 
@@ -104,8 +105,6 @@ def test_head_input_is_hidden_then_state():
     drafter = Drafter(DrafterConfig(vocab_size=64, hidden_size=8, num_draft_layers=0))
     expected = mx.concatenate([h, s], axis=-1) @ drafter.lm_head[0].weight.T
     np.testing.assert_allclose(drafter.logits(h, s), expected, atol=1e-5)
-    log_probs = drafter.log_probs(h, s)
-    np.testing.assert_allclose(mx.logsumexp(log_probs, axis=-1), np.zeros(3), atol=1e-5)
 
 
 def test_trimmed_head_maps_back_to_vocabulary_ids():
@@ -165,6 +164,46 @@ def test_untie_head_is_the_same_function():
     quantized = nn.QuantizedEmbedding.from_embedding(layer, group_size=32, bits=8)
     kept = untie_head(tied, quantized)
     assert kept is tied and kept.logits(h, s, quantized).shape == (3, 40)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_trimmed_head_scores_its_tokens_as_the_full_head_did(tmp_path, tied):
+    h, s, table = inputs(8)
+    config = DrafterConfig(vocab_size=64, hidden_size=8, num_draft_layers=2, rnn=True, head_tied=tied)
+    full = Drafter(config)
+    kept = np.random.default_rng(2).permutation(64)[:24]
+    trimmed = trim_head(full, kept)
+    assert trimmed.config == DrafterConfig(**{**config.to_dict(), "token_subset_size": 24})
+    np.testing.assert_array_equal(trimmed.token_ids, kept)
+    want = np.array(full.logits(h, s, table))[:, kept]
+    np.testing.assert_allclose(trimmed.logits(h, s, table), want, rtol=1e-6, atol=1e-6)
+    beams, _ = beam_search(trimmed, table, h[0], mx.array(5), 4, 5, top_k=8)
+    assert set(np.array(beams[:, 1:]).ravel()) <= set(kept.tolist())
+    loaded = load_drafter(save_drafter(trimmed, tmp_path / "d"))  # token_ids travel with it
+    np.testing.assert_array_equal(loaded.logits(h, s, table), trimmed.logits(h, s, table))
+
+
+@pytest.mark.parametrize(("ids", "message"), [
+    ([], "non-empty 1-D integer"),
+    ([[1, 2]], "non-empty 1-D integer"),
+    ([1.0, 2.0], "non-empty 1-D integer"),
+    ([3, 64], r"distinct ids in \[0, 64\)"),
+    ([-1, 3], r"distinct ids in \[0, 64\)"),
+    ([3, 5, 3], r"distinct ids in \[0, 64\)"),
+])
+def test_trim_head_refuses_ids_that_are_not_distinct_vocabulary_ids(ids, message):
+    drafter = Drafter(DrafterConfig(vocab_size=64, hidden_size=8, num_draft_layers=1))
+    with pytest.raises(ValueError, match=message):
+        trim_head(drafter, np.array(ids))
+
+
+def test_trim_head_refuses_trimmed_and_quantized_heads():
+    trimmed = Drafter(DrafterConfig(vocab_size=64, hidden_size=32, num_draft_layers=1, token_subset_size=20))
+    with pytest.raises(ValueError, match="already trimmed to 20 tokens"):
+        trim_head(trimmed, np.arange(10))
+    quantized = quantize_drafter(Drafter(DrafterConfig(vocab_size=64, hidden_size=32, num_draft_layers=1)), 8, 32)
+    with pytest.raises(ValueError, match="before quantizing"):
+        trim_head(quantized, np.arange(10))
 
 
 CONFIGS = {
