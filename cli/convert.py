@@ -31,7 +31,7 @@ CheckModelOpt = Annotated[Optional[str], typer.Option(
 )]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace an existing OUT.")]
 HeadTokensOpt = Annotated[Optional[int], typer.Option(
-    "--head-tokens", help="Trim the head to the LLM's (-M) K most frequent tokens (in --token-corpus); others are never drafted.",
+    "--head-tokens", min=1, help="Trim the head to the LLM's (-M) K most frequent tokens (in --token-corpus); others are never drafted.",
     show_default=False,
 )]
 TokenCorpusOpt = Annotated[Optional[Path], typer.Option(

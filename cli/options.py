@@ -30,9 +30,17 @@ ModelOpt = Annotated[
     str,
     typer.Option("--model", "-M", help="Alias, local folder, hub id or .gguf file."),
 ]
+def known_dtype(name: str | None) -> str | None:
+    """A flag's value is a usage error (exit 2) like any other option's."""
+    if name is not None and name not in runtime.DTYPES:
+        raise typer.BadParameter(f"unknown dtype {name!r}; choose one of {', '.join(runtime.DTYPES)}")
+    return name
+
+
 DTypeOpt = Annotated[
     Optional[str],
-    typer.Option("--dtype", help="float32 | float16 | bfloat16 (default: float32 on CPU, float16 on GPU)."),
+    typer.Option("--dtype", callback=known_dtype,
+                 help="float32 | float16 | bfloat16 (default: float32 on CPU, float16 on GPU)."),
 ]
 MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", "-m", min=1, help="Tokens to generate.")]
 def finite(value: float) -> float:

@@ -104,11 +104,12 @@ def test_info_reports_fast_blas_after_reexec():
         (["generate", "-p", "hi", "-w", "0"], 2, "--beam-width"),
         (["chat", "-s", "0"], 2, "--search-width"),
         (["generate", "-p", "hi", "--mode", "fast"], 2, "--mode"),
-        (["generate", "-p", "hi", "--dtype", "float64", "--mode", "ar"], 1, "dtype"),
+        (["generate", "-p", "hi", "--dtype", "float64", "--mode", "ar"], 2, "--dtype"),
         (["generate", "-p", "hi", "-d", "./no/such/drafter"], 1, "not found"),
         (["generate"], 2, "--prompt"),
         # typer's own option checks, shown in one line too
         (["generate", "-p", "hi", "-m", "0"], 2, "--max-tokens"),
+        (["convert", "src", "out", "-M", "smollm2-135m", "--head-tokens", "0"], 2, "--head-tokens"),
         (["generate", "-p", "hi", "--temp", "inf"], 2, "--temp"),
         (["generate", "-p", "hi", "--temp", "nan"], 2, "--temp"),
         (["generate", "-p", "hi", "--top-p", "nan"], 2, "--top-p"),

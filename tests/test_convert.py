@@ -410,7 +410,6 @@ def test_head_tokens_keep_the_top_ranked_rows_and_draft_only_them(tmp_path, refe
 @pytest.mark.parametrize(("args", "message"), [
     (["--head-tokens", 8], "--head-tokens needs -M/--model"),
     (["--token-corpus", "corpus.txt"], "--token-corpus needs --head-tokens"),
-    (["-M", "LLM", "--head-tokens", 0], "the head can keep 1 to 96 tokens (the vocabulary), not 0"),
     (["-M", "LLM", "--head-tokens", 97], "the head can keep 1 to 96 tokens (the vocabulary), not 97"),
     (["-M", "LLM", "--head-tokens", 8, "--token-corpus", "nowhere.txt"], "nowhere.txt: no such file"),
 ])
