@@ -67,6 +67,8 @@ def test_ctrl_c_with_json_still_prints_the_partial_answer(tmp_path, write_tiny_f
     process = subprocess.Popen(
         [REDRAFTER, "generate", "-M", str(model), "-d", str(drafter), "-p", "hi", "-m", "50000", "--json", "-v"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # A test run started in the background inherits SIGINT ignored; a terminal's user does not.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     for line in process.stderr:  # "drafting ..." comes once everything is loaded
         if line.startswith("drafting"):
