@@ -98,7 +98,7 @@ def bench(
             results.append(runner.run_mlx_lm(folder, prompts, options.max_tokens))
     results.append(runner.run_ours(pipeline.autoregressive(), prompts, options))
     results.append(runner.run_ours(pipeline, prompts, options, found, profile=profile))
-    report = summarise(results, shape.beam_width * shape.beam_length)
+    report = summarise(results)
     report |= {"model": model, "beam_width": shape.beam_width, "beam_length": shape.beam_length,
                "search_width": shape.search_width, "lookup": options.lookup, "calibrated": found.calibration is not None,
                "adaptive": found.adapt is not None,
@@ -150,10 +150,9 @@ def compare_trees(pipeline: Pipeline, prompts: list[list[int]], trees: list, opt
     console.print(f"[dim]{runtime.describe(pipeline.dtype)}; {len(prompts)} prompts, {max_tokens} max tokens, "
                   f"interleaved[/dim]")
     results = runner.run_interleaved(prompts, decoders)
-    report = summarise(results, 1) | {"prompts": len(prompts), "max_tokens": max_tokens}
+    report = summarise(results) | {"prompts": len(prompts), "max_tokens": max_tokens}
     for entry in report["methods"][1:]:
         entry["expected_tokens_per_s"] = plans[entry["name"]].expected_tokens_per_s
-        entry.pop("compression", None)
     if json_out:
         return print_json(report)
     table = Table(title=f"trees, interleaved ({len(prompts)} prompts)")
@@ -211,7 +210,7 @@ def show_replay(pipeline: Pipeline, prompts: list[list[int]], shape: TreeShape, 
                   f"steps, {len(prompts)} prompts, {drafting(shape, lookup)})")
 
 
-def summarise(results: list[runner.MethodResult], beam_cells: int) -> dict:
+def summarise(results: list[runner.MethodResult]) -> dict:
     """Ratios against the first method and identity of outputs with our AR."""
     base = results[0].tokens_per_s
     ours_ar = next(r for r in results if r.name == "AR (ours)")
@@ -219,8 +218,6 @@ def summarise(results: list[runner.MethodResult], beam_cells: int) -> dict:
     for r in results:
         entry = r.summary() | {"speedup_vs_first": r.tokens_per_s / base if base else None,
                                "identical_to_ar": r.tokens == ours_ar.tokens}
-        if r.verified:
-            entry["compression"] = entry["mean_verified_tokens"] / beam_cells
         methods.append(entry)
     return {"baseline": results[0].name, "methods": methods}
 

@@ -72,9 +72,9 @@ def preview(text: str, width: int = 60) -> str:
 
 
 def record(
-    prompt: str, prompt_ids: list[int], tokens: list[int], text: str, stats: GenerationStats, beam_cells: int
+    prompt: str, prompt_ids: list[int], tokens: list[int], text: str, stats: GenerationStats
 ) -> dict:
-    """The JSON contract of `generate --json` (one object per prompt); beam_cells = W * L."""
+    """The JSON contract of `generate --json` (one object per prompt)."""
     verified = stats.verified_tokens
     return {
         "prompt": prompt,
@@ -87,7 +87,7 @@ def record(
         "tokens_per_step": stats.tokens_per_step,
         "accepted_per_step": stats.accepted_per_step,
         "verified_tokens": verified,
-        "compression": sum(verified) / len(verified) / beam_cells if verified else None,
+        "compression": stats.compression,
         "phase_times": stats.phase_times,
         "prompt_tps": stats.prompt_tps,
         "generation_tps": stats.generation_tps,
@@ -176,8 +176,7 @@ def generate(
         mx.reset_peak_memory()
         tokens, text, stats = generate_one(pipeline, ids, options, drafting, stream=not json_out, timer=timer)
         if json_out:
-            cells = drafting.shape.beam_width * drafting.shape.beam_length if drafting else 1
-            print_json(record(text_prompt, ids, tokens, text, stats, cells))
+            print_json(record(text_prompt, ids, tokens, text, stats))
         else:
             note = ending(stats, options)
             console.print(

@@ -50,7 +50,7 @@ def sweep(
         r = runner.run_ours(pipeline, prompts, cell, plan(pipeline, cell, quiet=True))
         return {"tokens_per_s": r.tokens_per_s, "speedup": r.tokens_per_s / ar.tokens_per_s,
                 "tokens_per_step": r.tokens_per_step,
-                "compression": sum(r.verified) / len(r.verified) / (width * length) if r.verified else 1.0}
+                "compression": r.compression or 1.0}
 
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                TimeRemainingColumn())

@@ -37,6 +37,7 @@ class MethodResult:
     steps: int = 0
     accepted: int = 0
     verified: list[int] = field(default_factory=list)
+    tree_cells: int = 0  # W * L summed over verified trees
     peak_memory_gb: float = 0.0
     phase_times: dict[str, float] = field(default_factory=dict)
 
@@ -45,15 +46,21 @@ class MethodResult:
         return self.decode_tokens / self.decode_time if self.decode_time else 0.0
 
     @property
+    def compression(self) -> float | None:
+        """Verified tokens / the W * L cells drafted, over all steps (None for AR)."""
+        return sum(self.verified) / self.tree_cells if self.tree_cells else None
+
+    @property
     def tokens_per_step(self) -> float:
         return self.accepted / self.steps if self.steps else 1.0
 
     def summary(self) -> dict:
-        out = {k: v for k, v in asdict(self).items() if k not in ("tokens", "verified")}
+        out = {k: v for k, v in asdict(self).items() if k not in ("tokens", "verified", "tree_cells")}
         out |= {"tokens_per_s": self.tokens_per_s, "tokens_per_step": self.tokens_per_step,
                 "num_tokens": sum(map(len, self.tokens))}
         if self.verified:
             out["mean_verified_tokens"] = sum(self.verified) / len(self.verified)
+            out["compression"] = self.compression
         return out
 
 
@@ -145,6 +152,7 @@ def add_run(result: MethodResult, ids: list[int], decode: Decoder) -> None:
     result.steps += len(stats.accepted_per_step) if stats else max(len(tokens) - 1, 0)
     result.accepted += sum(stats.accepted_per_step) if stats else max(len(tokens) - 1, 0)
     result.verified += stats.verified_tokens if stats else []
+    result.tree_cells += sum(stats.tree_cells) if stats else 0
 
 
 def warm_up(pipeline: Pipeline, options: DecodingOptions, drafting: DraftPlan | None = None) -> None:

@@ -40,7 +40,8 @@ class GenerationStats:
     prompt_time: float = 0.0
     generation_time: float = 0.0
     accepted_per_step: list[int] = field(default_factory=list)
-    verified_tokens: list[int] = field(default_factory=list)
+    verified_tokens: list[int] = field(default_factory=list)  # unique tokens of each verified tree
+    tree_cells: list[int] = field(default_factory=list)  # W * L of each verified tree (L may adapt)
     phase_times: dict[str, float] = field(default_factory=dict)
     finish_reason: str = "length"  # "stop" when an EOS token ended generation
 
@@ -55,6 +56,11 @@ class GenerationStats:
     @property
     def generation_tps(self) -> float:
         return self.num_tokens / self.generation_time if self.generation_time else 0.0
+
+    @property
+    def compression(self) -> float | None:
+        """Tree attention's saving: verified tokens / the W * L cells drafted (None: no tree)."""
+        return sum(self.verified_tokens) / sum(self.tree_cells) if self.tree_cells else None
 
     @property
     def tokens_per_step(self) -> float:
@@ -261,6 +267,7 @@ def generate_redrafter(
             tree, beams, layout = draft(block[result.next_index], result.next_token, result.emitted,
                                         result.accepted + 1)
             stats.verified_tokens.append(count)
+            stats.tree_cells.append(verified.beam_width * verified.beam_length)
             accepted, *emitted, count = mx.concatenate(
                 [result.accepted[None], result.emitted, layout.count[None]]
             ).tolist()

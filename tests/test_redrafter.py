@@ -115,11 +115,15 @@ def test_adaptive_beam_length_changes_no_token(embedded, embedded_runs):
     policy.choose = lambda: drafted.append(choose()) or drafted[-1]
     drafter = load_drafter_for(embedded, None)
     for ids, expected, reason in embedded_runs:
+        first = len(drafted)
         tokens, stats = collect(
             generate_redrafter(embedded.model, drafter, ids, max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids,
                                verify_lengths=calibration.verify_lengths(policy.longest.max_packed), adapt=policy)
         )
         assert tokens == expected and stats.finish_reason == reason
+        # compression counts each step's own tree: the i-th verified tree is the i-th drafted
+        verified = drafted[first:][: len(stats.tree_cells)]
+        assert stats.tree_cells == [shape.beam_width * shape.beam_length for shape in verified]
     assert len({shape.beam_length for shape in drafted}) > 1  # the length really changed
 
 
