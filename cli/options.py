@@ -26,10 +26,6 @@ from redrafter_mlx.tuning import DraftPlan
 
 from .app import UsageError, console
 
-ModelOpt = Annotated[
-    str,
-    typer.Option("--model", "-M", help="Alias, local folder, hub id or .gguf file."),
-]
 def known_dtype(name: str | None) -> str | None:
     """A flag's value is a usage error (exit 2) like any other option's."""
     if name is not None and name not in runtime.DTYPES:
@@ -37,12 +33,6 @@ def known_dtype(name: str | None) -> str | None:
     return name
 
 
-DTypeOpt = Annotated[
-    Optional[str],
-    typer.Option("--dtype", callback=known_dtype,
-                 help="float32 | float16 | bfloat16 (default: float32 on CPU, float16 on GPU)."),
-]
-MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", "-m", min=1, help="Tokens to generate.")]
 def finite(value: float) -> float:
     """Reject inf and nan, which pass typer's range checks (nan compares false)."""
     if not math.isfinite(value):
@@ -50,33 +40,20 @@ def finite(value: float) -> float:
     return value
 
 
-TempOpt = Annotated[float, typer.Option("--temp", min=0.0, callback=finite, help="Sampling temperature (0 = greedy).")]
-TopPOpt = Annotated[float, typer.Option(
-    "--top-p", min=0.0, max=1.0, callback=finite, help="Nucleus sampling (0 = off).")]
-TopKOpt = Annotated[int, typer.Option("--top-k", min=0, help="Top-k sampling (0 = off).")]
-SeedOpt = Annotated[Optional[int], typer.Option("--seed", help="Random seed.")]
+ModelOpt = Annotated[
+    str,
+    typer.Option("--model", "-M", help="Alias, local folder, hub id or .gguf file."),
+]
+DTypeOpt = Annotated[
+    Optional[str],
+    typer.Option("--dtype", callback=known_dtype,
+                 help="float32 | float16 | bfloat16 (default: float32 on CPU, float16 on GPU)."),
+]
 SystemPromptOpt = Annotated[Optional[str], typer.Option("--system-prompt", help="System message.")]
 DrafterOpt = Annotated[
     Optional[str],
     typer.Option("--drafter", "-d", help="Drafter folder or hub id (default: the one shipped for the model)."),
 ]
-AUTO = " Default: auto, the fastest tree `redrafter tune` measured for this model, drafter and device."
-BeamWidthOpt = Annotated[Optional[int], typer.Option("--beam-width", "-w", min=1, help="Beams verified per step (W)." + AUTO)]
-BeamLengthOpt = Annotated[Optional[int], typer.Option(
-    "--beam-length", "-l", min=1, help="Tokens per beam incl. the guaranteed one (L)." + AUTO)]
-SearchWidthOpt = Annotated[Optional[int], typer.Option(
-    "--search-width", "-s", min=1,
-    help="Beams the drafter's beam search keeps; the W verified are the ones that cover the most "
-         "drafter probability (at most W: the paper's beam search, all W verified)." + AUTO)]
-LookupOpt = Annotated[bool, typer.Option(
-    "--lookup/--no-lookup",
-    help="Let a copy of what followed the text's last n-gram earlier (prompt or answer) take the "
-         "last of the W beams when there is one, or else the drafter's stored continuation of it "
-         "(its folder's ngrams.safetensors, when it has one).")]
-AdaptiveOpt = Annotated[bool, typer.Option(
-    "--adaptive/--static",
-    help="With a calibration and no --beam-length: choose each step's beam length from the acceptance "
-         "seen so far (long beams where the text repeats, short ones in open prose).")]
 PromptsFileOpt = Annotated[Optional[Path], typer.Option(
     "--prompts-file", exists=True, dir_okay=False,
     help="JSON lines with a 'prompt' field (default: the held-out eval prompts).")]
@@ -93,12 +70,37 @@ VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Print device,
 
 __all__ = ["DEFAULT_MODEL", "SAMPLING_FIELDS", "TREE_FIELDS"]
 
-FLAGS = {
-    "max_tokens": MaxTokensOpt, "temp": TempOpt, "top_p": TopPOpt, "top_k": TopKOpt, "seed": SeedOpt,
-    "beam_width": BeamWidthOpt, "beam_length": BeamLengthOpt, "search_width": SearchWidthOpt,
-    "lookup": LookupOpt, "adaptive": AdaptiveOpt,
-}
+# The flag of each `DecodingOptions` field, all listed under "Decoding" in --help.
 PANEL = "Decoding"
+AUTO = " Default: auto, the fastest tree `redrafter tune` measured for this model, drafter and device."
+FLAGS = {
+    "max_tokens": Annotated[int, typer.Option(
+        "--max-tokens", "-m", min=1, rich_help_panel=PANEL, help="Tokens to generate.")],
+    "temp": Annotated[float, typer.Option(
+        "--temp", min=0.0, callback=finite, rich_help_panel=PANEL, help="Sampling temperature (0 = greedy).")],
+    "top_p": Annotated[float, typer.Option(
+        "--top-p", min=0.0, max=1.0, callback=finite, rich_help_panel=PANEL, help="Nucleus sampling (0 = off).")],
+    "top_k": Annotated[int, typer.Option("--top-k", min=0, rich_help_panel=PANEL, help="Top-k sampling (0 = off).")],
+    "seed": Annotated[Optional[int], typer.Option("--seed", rich_help_panel=PANEL, help="Random seed.")],
+    "beam_width": Annotated[Optional[int], typer.Option(
+        "--beam-width", "-w", min=1, rich_help_panel=PANEL, help="Beams verified per step (W)." + AUTO)],
+    "beam_length": Annotated[Optional[int], typer.Option(
+        "--beam-length", "-l", min=1, rich_help_panel=PANEL,
+        help="Tokens per beam incl. the guaranteed one (L)." + AUTO)],
+    "search_width": Annotated[Optional[int], typer.Option(
+        "--search-width", "-s", min=1, rich_help_panel=PANEL,
+        help="Beams the drafter's beam search keeps; the W verified are the ones that cover the most "
+             "drafter probability (at most W: the paper's beam search, all W verified)." + AUTO)],
+    "lookup": Annotated[bool, typer.Option(
+        "--lookup/--no-lookup", rich_help_panel=PANEL,
+        help="Let a copy of what followed the text's last n-gram earlier (prompt or answer) take the "
+             "last of the W beams when there is one, or else the drafter's stored continuation of it "
+             "(its folder's ngrams.safetensors, when it has one).")],
+    "adaptive": Annotated[bool, typer.Option(
+        "--adaptive/--static", rich_help_panel=PANEL,
+        help="With a calibration and no --beam-length: choose each step's beam length from the acceptance "
+             "seen so far (long beams where the text repeats, short ones in open prose).")],
+}
 F = TypeVar("F", bound=Callable)
 
 
@@ -110,7 +112,7 @@ def decoding_options(max_tokens: int | None, *names: str) -> Callable[[F], F]:
         defaults = DecodingOptions(max_tokens=max_tokens or DecodingOptions.max_tokens)
         taken = (*(("max_tokens",) if max_tokens else ()), *names)
         flags = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=getattr(defaults, name),
-                                   annotation=in_panel(FLAGS[name])) for name in taken]
+                                   annotation=FLAGS[name]) for name in taken]
         signature = inspect.signature(command)
         hints = typing.get_type_hints(command, include_extras=True)  # resolved in the command's module
         own = [p.replace(annotation=hints[p.name]) for p in signature.parameters.values() if p.name != "options"]
@@ -125,13 +127,6 @@ def decoding_options(max_tokens: int | None, *names: str) -> Callable[[F], F]:
         return wrapper  # type: ignore[return-value]
 
     return decorate
-
-
-def in_panel(flag):
-    """The same option, listed under "Decoding" in --help."""
-    kind, option = typing.get_args(flag)
-    option.rich_help_panel = PANEL
-    return Annotated[kind, option]
 
 
 def parse_sizes(text: str, name: str) -> list[int]:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from .api import Pipeline
 from .decoding import Step
+from .loading import LoadedModel
 from .options import DecodingOptions
 from .prompting import Message, encode_messages
 from .tuning import DraftPlan
@@ -29,10 +30,13 @@ class ChatSession:
     ):
         """`drafting` defaults to the pipeline's plan for `options`."""
         self.pipeline, self.options = pipeline, options
-        self.loaded, self.drafter = pipeline.loaded, pipeline.drafter
         self.drafting = drafting or pipeline.plan(options)
         self.system_prompt = system_prompt
         self.reset()
+
+    @property
+    def loaded(self) -> LoadedModel:
+        return self.pipeline.loaded
 
     def reset(self) -> None:
         """Forget the conversation (the cache is kept allocated and rewound)."""

@@ -271,7 +271,7 @@ def quantize_drafter(drafter: Drafter, bits: int = 4, group_size: int = 64) -> D
     whose input width is not a multiple of group_size stay in floating point. The setting
     is recorded in the config so `save_drafter` / `load_drafter` round-trip it."""
     if drafter.config.quantization is not None:
-        raise ValueError("drafter is already quantized")
+        raise InputError("the drafter is already quantized")
     nn.quantize(drafter, group_size=group_size, bits=bits, class_predicate=_quantizable(group_size))
     drafter.config = replace(drafter.config, quantization={"group_size": group_size, "bits": bits})
     return drafter

@@ -9,7 +9,7 @@ for the model, drafter and device (`tuning.plan_drafting`); an explicit value al
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
 from .decoding import Sampler, make_greedy_or_sampler
 from .errors import InputError
@@ -49,16 +49,6 @@ class DecodingOptions:
             if value is not None and value < 1:
                 raise InputError(f"{name} must be >= 1, got {value}")
 
-    @property
-    def greedy(self) -> bool:
-        return self.temp == 0
-
     def sampler(self) -> Sampler:
         """Argmax at temp 0, else mlx-lm's top-p/top-k categorical sampler."""
         return make_greedy_or_sampler(self.temp, self.top_p, self.top_k)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-FIELD_NAMES = tuple(f.name for f in fields(DecodingOptions))

@@ -44,3 +44,6 @@ def test_quantized_drafter_and_refusal_to_overwrite(tmp_path, write_tiny_folder)
     again = run("quantize", "-M", source, "-d", drafter, "--drafter-out", out)
     assert again.exit_code == 1 and "--force" in again.output
     assert run("quantize", "-M", source, "--out", tmp_path / "x", "--bits", "3").exit_code == 1
+    twice = run("quantize", "-M", source, "-d", out, "--drafter-out", tmp_path / "q-twice")
+    assert twice.exit_code == 1 and twice.output.strip() == "error: the drafter is already quantized"
+    assert not (tmp_path / "q-twice").exists()

@@ -25,6 +25,7 @@ from ..distill import DistillRecord, HiddenStore, read_distill_file
 from ..errors import InputError
 from ..ngrams import NgramTable, build_ngram_table
 from ..progress import start_progress
+from ..token_ranking import rank_tokens
 from .config import TrainConfig
 
 PREFILL_CHUNK = 64  # records whose states are computed and stored together (a kill loses one chunk)
@@ -127,8 +128,7 @@ def select_token_subset(records: Sequence[DistillRecord], size: int, vocab_size:
     counts = np.zeros(vocab_size, np.int64)
     for r in records:
         np.add.at(counts, np.asarray(r.response_ids, np.int64), 1)
-    order = np.lexsort((np.arange(vocab_size), -counts))
-    return order[:size].astype(np.int32)
+    return rank_tokens(counts)[:size]
 
 
 def subset_coverage(records: Sequence[DistillRecord], token_ids: np.ndarray) -> float:
