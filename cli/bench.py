@@ -14,7 +14,7 @@ from redrafter_mlx import runtime
 from redrafter_mlx.api import Pipeline
 from redrafter_mlx.data import balanced_subset, load_prompts
 from redrafter_mlx.drafting import TreeShape
-from redrafter_mlx.loading import DEFAULT_MODEL, load
+from redrafter_mlx.loading import DEFAULT_MODEL, load, load_drafter_for
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.profiling import bench as runner
 from redrafter_mlx.profiling.verify_cost import verify_cost as measure_verify_cost
@@ -24,7 +24,8 @@ from redrafter_mlx.replay import record_answers, replay
 from .app import UsageError, app, console, friendly_errors, print_json
 from .generate import read_prompts
 from .options import (
-    TREE_FIELDS, DrafterOpt, DTypeOpt, ModelOpt, NumPromptsOpt, PromptsFileOpt, decoding_options, load_pipeline,
+    TREE_FIELDS, DrafterOpt, DraftModelOpt, DTypeOpt, Mode, ModelOpt, NumPromptsOpt, PromptsFileOpt, decoding_options,
+    load_pipeline,
     parse_sizes, plan,
 )
 
@@ -43,11 +44,11 @@ def eval_texts(num_prompts: int, for_tuning: bool = False) -> list[str]:
 
 def setup(
     model: str, drafter: str | None, dtype: str | None, prompts_file: Path | None, num_prompts: int,
-    for_tuning: bool = False,
+    for_tuning: bool = False, draft_model: str | None = None, mode: Mode = Mode.redrafter,
 ) -> tuple[Pipeline, list[list[int]]]:
     """Model, drafter and encoded prompts (default: a category-balanced slice of the eval set)."""
     texts = (read_prompts(None, prompts_file) if prompts_file else eval_texts(num_prompts, for_tuning))[:num_prompts]
-    pipeline = load_pipeline(model, drafter, dtype)
+    pipeline = load_pipeline(model, drafter, dtype, mode, draft_model)
     return pipeline, [encode_prompt(pipeline.tokenizer, t, vicuna=pipeline.loaded.is_vicuna) for t in texts]
 
 
@@ -57,6 +58,7 @@ def setup(
 def bench(
     model: ModelOpt = DEFAULT_MODEL,
     drafter: DrafterOpt = None,
+    draft_model: DraftModelOpt = None,
     prompts_file: PromptsFileOpt = None,
     num_prompts: NumPromptsOpt = 16,
     dtype: DTypeOpt = None,
@@ -69,6 +71,11 @@ def bench(
     replay_only: Annotated[bool, typer.Option(
         "--replay", help="Instead: greedy tokens/step only, replayed on the LLM's batched answers "
                          "(no timing; fast enough for the whole eval set, e.g. -n 106).")] = False,
+    drafters: Annotated[Optional[str], typer.Option(
+        "--drafters", metavar="D,D,...",
+        help="Instead: each drafter (a folder or hub id of any kind, 'shipped' for the model's own, or a "
+             "model folder to draft with as a small LLM) on the same prompts and verifier, interleaved, "
+             "beside mlx-lm (and mlx-lm's --draft-model decoding with each small LLM).")] = None,
     trees: Annotated[Optional[str], typer.Option(
         "--trees", metavar="TREE,TREE,...",
         help="Instead: our AR and ReDrafter with each tree (WxLxS, 'auto' = the calibrated choice with "
@@ -80,10 +87,13 @@ def bench(
     if verify_cost is not None:
         return show_verify_cost(model, runtime.parse_dtype(dtype), parse_sizes(verify_cost, "--verify-cost"), json_out)
     compared = parse_trees(trees) if trees is not None else None
-    pipeline, prompts = setup(model, drafter, dtype, prompts_file, num_prompts)
+    pipeline, prompts = setup(model, drafter, dtype, prompts_file, num_prompts, draft_model=draft_model,
+                              mode=Mode.ar if drafters is not None else Mode.redrafter)
     about = runtime.describe(pipeline.dtype)
     if compared is not None:
         return compare_trees(pipeline, prompts, compared, options, json_out)
+    if drafters is not None:
+        return compare_drafters(pipeline, prompts, parse_list(drafters, "--drafters"), options, json_out, skip_mlx_lm)
     found = plan(pipeline, options)
     shape = found.shape
     if replay_only:
@@ -163,6 +173,52 @@ def compare_trees(pipeline: Pipeline, prompts: list[list[int]], trees: list, opt
         table.add_row(m["name"], f"{m['tokens_per_s']:.2f}", f"{m['speedup_vs_first']:.2f}",
                       f"{expected:.2f}" if expected else "-", f"{m['tokens_per_step']:.3f}", str(m["steps"]),
                       "yes" if m["identical_to_ar"] else "NO")
+    Console().print(table)
+
+
+def parse_list(text: str, flag: str) -> list[str]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise UsageError(f"{flag}: give at least one item")
+    return items
+
+
+def compare_drafters(pipeline: Pipeline, prompts: list[list[int]], specs: list[str], options: DecodingOptions,
+                     json_out: bool, skip_mlx_lm: bool) -> None:
+    """Every drafter kind through the same verifier on the same prompts, interleaved; mlx-lm
+    AR (and its speculative decoding with each draft LLM) as the peers."""
+    loaded = pipeline.loaded
+    entries = {}
+    for spec in specs:
+        drafter = load_drafter_for(loaded, None if spec == "shipped" else spec, pipeline.dtype)
+        each = Pipeline(loaded, drafter, pipeline.dtype)
+        found = plan(each, options, quiet=True)
+        entries[f"{drafter.kind} {Path(spec).name} ({found.shape})"] = (each, found)
+    for each, found in entries.values():
+        runner.warm_up(each, options, found)
+    results = []
+    with runner.scratch_dir() as scratch:
+        if not skip_mlx_lm:
+            folder = runner.mlx_lm_folder(loaded, Path(scratch))
+            results.append(runner.run_mlx_lm(folder, prompts, options.max_tokens))
+            for each, found in entries.values():
+                if each.drafter.kind == "draft-llm" and Path(str(each.drafter.source)).is_dir():
+                    results.append(runner.run_mlx_lm(folder, prompts, options.max_tokens, Path(each.drafter.source),
+                                                     found.shape.beam_length - 1))
+    decoders = {"AR (ours)": runner.ours(pipeline.autoregressive(), options)}
+    decoders |= {label: runner.ours(each, options, found) for label, (each, found) in entries.items()}
+    console.print(f"[dim]{runtime.describe(pipeline.dtype)}; {len(prompts)} prompts, {options.max_tokens} max "
+                  f"tokens, drafters interleaved[/dim]")
+    results += runner.run_interleaved(prompts, decoders)
+    report = summarise(results) | {"prompts": len(prompts), "max_tokens": options.max_tokens}
+    if json_out:
+        return print_json(report)
+    table = Table(title=f"drafters, interleaved ({len(prompts)} prompts)")
+    for column in ("method", "tokens/s", f"x {report['baseline']}", "tokens/step", "same as AR"):
+        table.add_column(column, justify="left" if column == "method" else "right")
+    for m in report["methods"]:
+        table.add_row(m["name"], f"{m['tokens_per_s']:.2f}", f"{m['speedup_vs_first']:.2f}",
+                      f"{m['tokens_per_step']:.3f}", "yes" if m["identical_to_ar"] else "NO")
     Console().print(table)
 
 

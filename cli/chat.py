@@ -16,7 +16,7 @@ from redrafter_mlx.options import DecodingOptions
 from .app import UsageError, app, console, friendly_errors, print_error
 from .generate import ending, valid_text
 from .options import (
-    SAMPLING_FIELDS, TREE_FIELDS, DrafterOpt, DTypeOpt, Mode, ModelOpt, ModeOpt, SystemPromptOpt, VerboseOpt,
+    SAMPLING_FIELDS, TREE_FIELDS, DrafterOpt, DraftModelOpt, DTypeOpt, Mode, ModelOpt, ModeOpt, SystemPromptOpt, VerboseOpt,
     decoding_options, load_pipeline, plan,
 )
 
@@ -54,6 +54,7 @@ def answer(session: ChatSession, text: str, out) -> tuple[int, GenerationStats |
 def chat(
     model: ModelOpt = DEFAULT_MODEL,
     drafter: DrafterOpt = None,
+    draft_model: DraftModelOpt = None,
     system_prompt: SystemPromptOpt = None,
     dtype: DTypeOpt = None,
     mode: ModeOpt = Mode.redrafter,
@@ -62,7 +63,7 @@ def chat(
     options: DecodingOptions,
 ) -> None:
     """Chat with a model; with piped stdin, answer one prompt per line."""
-    pipeline = load_pipeline(model, drafter, dtype, mode)
+    pipeline = load_pipeline(model, drafter, dtype, mode, draft_model)
     session = ChatSession(pipeline, options, system_prompt=system_prompt, drafting=plan(pipeline, options))
     interactive = sys.stdin.isatty()
     if verbose or interactive:

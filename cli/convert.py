@@ -1,4 +1,5 @@
-"""`redrafter convert`: a PyTorch-trained ReDrafter drafter -> an MLX drafter folder."""
+"""`redrafter convert`: a PyTorch-trained drafter (ReDrafter, EAGLE, Medusa, MLP speculator) ->
+an MLX drafter folder."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import typer
 from redrafter_mlx import runtime
 from redrafter_mlx.convert import convert_drafter, head_tokens_for, parameter_count, read_llm_config
 from redrafter_mlx.drafter import _read_config
+from redrafter_mlx.drafting.kinds import FORMATS, convert_upstream, detect_format
 from redrafter_mlx.token_ranking import DEFAULT_CORPUS
 
 from .app import UsageError, app, console, friendly_errors
@@ -30,6 +32,11 @@ CheckModelOpt = Annotated[Optional[str], typer.Option(
     help="Check vocab_size / hidden_size against this LLM (reads only its config, and its tokenizer for --head-tokens).",
 )]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace an existing OUT.")]
+FormatOpt = Annotated[Optional[str], typer.Option(
+    "--format", "-f", metavar="|".join(FORMATS),
+    help="The checkpoint's kind (default: detected from its files: medusa_lm_head.*, an MLP speculator's "
+         "config, EAGLE's fc layer, else ReDrafter).", show_default=False,
+)]
 HeadTokensOpt = Annotated[Optional[int], typer.Option(
     "--head-tokens", min=1, help="Trim the head to the LLM's (-M) K most frequent tokens (in --token-corpus); others are never drafted.",
     show_default=False,
@@ -53,8 +60,21 @@ def convert(
     head_tokens: HeadTokensOpt = None,
     token_corpus: TokenCorpusOpt = None,
     force: ForceOpt = False,
+    format: FormatOpt = None,
 ) -> None:
-    """Convert a PyTorch ReDrafter drafter (reference or TensorRT-LLM key names) to MLX."""
+    """Convert a PyTorch-trained drafter to MLX: ReDrafter (reference or TensorRT-LLM key
+    names), EAGLE-1/2, Medusa or an IBM MLP speculator."""
+    if format is not None and format not in FORMATS:
+        raise UsageError(f"--format: choose one of {', '.join(FORMATS)}, got {format!r}")
+    fmt = format or detect_format(src.expanduser())
+    if fmt != "redrafter":
+        if quantize or head_tokens is not None or token_corpus is not None:
+            raise UsageError(f"-q/--head-tokens/--token-corpus apply to ReDrafter drafters, not to {fmt}")
+        llm = read_llm_config(model) if model else None
+        path = convert_upstream(fmt, src, out, dtype=runtime.parse_dtype(dtype), llm_config=llm, force=force)
+        console.print(f"converted a {fmt} drafter ({runtime.dtype_name(runtime.parse_dtype(dtype))}) -> {path}",
+                      soft_wrap=True, markup=False)
+        return
     if not quantize and (bits is not None or group_size is not None):
         raise UsageError("--bits / --group-size need -q/--quantize")
     if head_tokens is not None and model is None:

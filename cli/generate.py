@@ -24,6 +24,7 @@ from .options import (
     SAMPLING_FIELDS,
     TREE_FIELDS,
     DrafterOpt,
+    DraftModelOpt,
     DTypeOpt,
     Mode,
     ModelOpt,
@@ -146,6 +147,7 @@ def generate(
     dtype: DTypeOpt = None,
     mode: ModeOpt = Mode.redrafter,
     drafter: DrafterOpt = None,
+    draft_model: DraftModelOpt = None,
     profile: Annotated[bool, typer.Option("--profile", help="Per-phase timings (evaluates at phase ends).")] = False,
     trace: Annotated[Optional[Path], typer.Option("--trace", help="With --profile: write a Chrome trace JSON.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="One JSON object per prompt on stdout.")] = False,
@@ -157,7 +159,7 @@ def generate(
     prompts = read_prompts(prompt, prompts_file)
     if verbose:
         console.print(f"[dim]{runtime.describe(runtime.parse_dtype(dtype))}[/dim]")
-    pipeline = load_pipeline(model, drafter, dtype, mode)
+    pipeline = load_pipeline(model, drafter, dtype, mode, draft_model)
     drafting = plan(pipeline, options)
     if drafting and verbose:
         console.print(f"[dim]drafting {drafting.shape}{'' if drafting.calibration else ' (not calibrated)'}[/dim]")

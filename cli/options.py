@@ -20,7 +20,7 @@ import typer
 
 from redrafter_mlx import runtime
 from redrafter_mlx.api import Pipeline
-from redrafter_mlx.loading import DEFAULT_MODEL, load, load_drafter_for
+from redrafter_mlx.loading import DEFAULT_MODEL, load, load_draft_model, load_drafter_for
 from redrafter_mlx.options import SAMPLING_FIELDS, TREE_FIELDS, DecodingOptions
 from redrafter_mlx.tuning import DraftPlan
 
@@ -53,6 +53,11 @@ SystemPromptOpt = Annotated[Optional[str], typer.Option("--system-prompt", help=
 DrafterOpt = Annotated[
     Optional[str],
     typer.Option("--drafter", "-d", help="Drafter folder or hub id (default: the one shipped for the model)."),
+]
+DraftModelOpt = Annotated[
+    Optional[str],
+    typer.Option("--draft-model", help="A small LLM with the model's tokenizer to draft with (alias, folder, "
+                                        "hub id or .gguf), instead of a --drafter."),
 ]
 PromptsFileOpt = Annotated[Optional[Path], typer.Option(
     "--prompts-file", exists=True, dir_okay=False,
@@ -152,8 +157,16 @@ def plan(pipeline: Pipeline, options: DecodingOptions, quiet: bool = False) -> D
     return found
 
 
-def load_pipeline(model: str, drafter: str | None, dtype: str | None, mode: Mode = Mode.redrafter) -> Pipeline:
-    """The LLM and, unless `mode` is ar, its drafter (`drafter`, else the one shipped for it)."""
+def load_pipeline(model: str, drafter: str | None, dtype: str | None, mode: Mode = Mode.redrafter,
+                  draft_model: str | None = None) -> Pipeline:
+    """The LLM and, unless `mode` is ar, its drafter (`draft_model`, else `drafter`, else the
+    one shipped for it)."""
+    if drafter and draft_model:
+        raise typer.BadParameter("give --drafter or --draft-model, not both", param_hint="--draft-model")
     dtype_ = runtime.parse_dtype(dtype)
     loaded = load(model, dtype_)
-    return Pipeline(loaded, load_drafter_for(loaded, drafter, dtype_) if mode is Mode.redrafter else None, dtype_)
+    if mode is Mode.ar:
+        return Pipeline(loaded, None, dtype_)
+    if draft_model:
+        return Pipeline(loaded, load_draft_model(loaded, draft_model, dtype_), dtype_)
+    return Pipeline(loaded, load_drafter_for(loaded, drafter, dtype_), dtype_)

@@ -75,21 +75,34 @@ def mlx_lm_folder(loaded: LoadedModel, scratch: Path) -> Path:
     return export_hf_folder(loaded.config, weights, loaded.tokenizer._tokenizer, scratch / "model")
 
 
-def run_mlx_lm(folder: Path, prompts: list[list[int]], max_tokens: int) -> MethodResult:
-    """mlx-lm's own greedy `stream_generate` on the same weights and prompt ids."""
+def run_mlx_lm(folder: Path, prompts: list[list[int]], max_tokens: int, draft: Path | None = None,
+               num_draft_tokens: int = 2) -> MethodResult:
+    """mlx-lm's own greedy `stream_generate` on the same weights and prompt ids; with `draft`
+    (a model folder), mlx-lm's speculative decoding with that draft model, whose steps end at
+    each token the model itself chose (`from_draft` False)."""
     from mlx_lm import load as mlx_lm_load
     from mlx_lm import stream_generate
 
     model, tokenizer = mlx_lm_load(str(folder))
+    extra = {"draft_model": mlx_lm_load(str(draft))[0], "num_draft_tokens": num_draft_tokens} if draft else {}
 
     def decode(ids: list[int]):
+        stats, block, prefilled = GenerationStats(), [], False
         for response in stream_generate(model, tokenizer, mx.array(ids), max_tokens=max_tokens,
-                                        sampler=make_greedy_or_sampler()):
+                                        sampler=make_greedy_or_sampler(), **extra):
             if response.token in tokenizer.eos_token_ids:
-                return
-            yield [response.token], None
+                break
+            block.append(response.token)
+            if not response.from_draft:  # the first such token comes from prefill: not a step
+                stats.accepted_per_step += [len(block)] if prefilled else []
+                prefilled = True
+                yield block, (stats if draft else None)
+                block = []
+        if block:
+            stats.accepted_per_step.append(len(block))
+            yield block, (stats if draft else None)
 
-    return measure(MethodResult("mlx-lm AR"), prompts, decode)
+    return measure(MethodResult(f"mlx-lm draft {draft.name}" if draft else "mlx-lm AR"), prompts, decode)
 
 
 def ours(pipeline: Pipeline, options: DecodingOptions, drafting: DraftPlan | None = None,

@@ -21,8 +21,9 @@ import mlx.core as mx
 
 from . import runtime
 from .decoding import GenerationStats, Step, generate as decode
-from .drafter import Drafter
-from .loading import DEFAULT_MODEL, LoadedModel, load as load_model, load_drafter_for, shipped_drafter
+from .drafting import TreeDrafter
+from .errors import InputError
+from .loading import DEFAULT_MODEL, LoadedModel, load as load_model, load_draft_model, load_drafter_for, shipped_drafter
 from .options import DecodingOptions
 from .prompting import encode_prompt
 from .tuning import DraftPlan, plan_drafting
@@ -33,7 +34,7 @@ class Pipeline:
     """A loaded LLM with its drafter (None: plain decoding) and the dtype they run in."""
 
     loaded: LoadedModel
-    drafter: Drafter | None
+    drafter: TreeDrafter | None
     dtype: mx.Dtype
 
     @property
@@ -49,9 +50,18 @@ class Pipeline:
         without a drafter."""
         if self.drafter is None:
             return None
-        return plan_drafting(self.loaded.source, self.drafter.source, runtime.device_name(),
-                             runtime.dtype_name(self.dtype), options.beam_width, options.beam_length,
-                             options.search_width, options.adaptive)
+        limit = self.drafter.max_beam_length
+        if limit and options.beam_length and options.beam_length > limit:
+            raise InputError(f"this drafter drafts at most {limit - 1} tokens: beam length at most {limit}, "
+                             f"got {options.beam_length}")
+        found = plan_drafting(self.loaded.source, getattr(self.drafter, "source", None), runtime.device_name(),
+                              runtime.dtype_name(self.dtype), options.beam_width, options.beam_length,
+                              options.search_width, options.adaptive)
+        longest = found.adapt.longest if found.adapt else found.shape
+        if limit and longest.beam_length > limit:  # an auto shape deeper than the drafter drafts
+            found = replace(found, shape=replace(found.shape, beam_length=min(found.shape.beam_length, limit)),
+                            adapt=None)
+        return found
 
     def decode(self, ids: list[int], options: DecodingOptions, drafting: DraftPlan | None = None,
                **state: Any) -> Iterator[Step]:
@@ -80,11 +90,18 @@ class Response:
         return self.tokens[-1] if self.tokens else None
 
 
-def load(model: str = DEFAULT_MODEL, drafter: str | bool | None = None, dtype: str | None = None) -> Pipeline:
-    """Load an LLM (alias, folder, hub id or .gguf) and its drafter: `drafter` names a folder or
-    hub id; None takes the one shipped for the model (none: plain decoding); False never drafts."""
+def load(model: str = DEFAULT_MODEL, drafter: str | bool | None = None, dtype: str | None = None,
+         draft_model: str | None = None) -> Pipeline:
+    """Load an LLM (alias, folder, hub id or .gguf) and its drafter: `drafter` names a drafter
+    folder or hub id of any kind; None takes the one shipped for the model (none: plain
+    decoding); False never drafts. `draft_model` names a small LLM of the same tokenizer to
+    draft with instead (as mlx-lm's `--draft-model`)."""
     dtype_ = runtime.parse_dtype(dtype)
+    if draft_model is not None and drafter:
+        raise InputError("give a drafter or a draft model, not both")
     loaded = load_model(model, dtype_)
+    if draft_model is not None:
+        return Pipeline(loaded, load_draft_model(loaded, draft_model, dtype_), dtype_)
     if drafter is False or (drafter is None and shipped_drafter(loaded) is None):
         return Pipeline(loaded, None, dtype_)
     return Pipeline(loaded, load_drafter_for(loaded, drafter or None, dtype_), dtype_)

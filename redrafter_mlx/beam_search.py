@@ -1,4 +1,9 @@
-"""Beam search over the recurrent drafter (ReDrafter, arXiv 2403.09919, Sec. 3.2).
+"""Beam search over a drafter (ReDrafter, arXiv 2403.09919, Sec. 3.2), for every drafter kind.
+
+Written for the recurrent drafter and used for all kinds through `drafting.seam`: a kind
+supplies the per-step logits and a state the search reorders by parent (the RNN's state,
+a draft model's per-beam lineage); Medusa's heads, which ignore the drafted tokens, make
+it the exact top-W of a product of independent distributions.
 
 Semantics follow `Drafter.beam_search_candidates` in Apple's reference code
 (ml-recurrent-drafter: `recurrent_drafting/modeling_drafter.py` and the MLX
@@ -9,7 +14,7 @@ Semantics follow `Drafter.beam_search_candidates` in Apple's reference code
   grows beam 0 only.
 - Each step: drafter logits -> top-k warp (tokens outside the top k dropped) -> log-softmax
   -> candidate score = beam score + token log-prob over (W, V) -> keep the W best, reorder
-  the beams' RNN states by parent, append the tokens. (The reference also subtracts the max
+  the beams' drafter states by parent, append the tokens. (The reference also subtracts the max
   logit first; log-softmax does not change under it.)
 
 Differences that do not change the result:
@@ -49,10 +54,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 import mlx.core as mx
 
-from .drafter import Drafter, Embedding, embed_tokens
+from .drafting.seam import TreeDrafter, reorder
 
 LOG_0 = -50000.0  # the reference's log(0): finite, so filler beams still sort and add up
 
@@ -76,32 +82,30 @@ def initial_scores(beam_width: int) -> mx.array:
 
 
 def _grow(
-    drafter: Drafter,
+    drafter: TreeDrafter,
     beams: mx.array,
     history: mx.array,
-    states: mx.array,
     log_probs: mx.array,
     head_ids: mx.array,
 ) -> tuple[mx.array, mx.array, mx.array]:
     """Keep the W best one-token extensions of the W beams.
 
     beams: (B, W, t) int32; history: (B, W, t) float32, the score of every prefix of every
-    beam (history[..., -1] is the beam's score); states: (B, W or 1, hidden);
-    log_probs, head_ids: (B, W or 1, k) (a 1 broadcasts: all beams identical).
-    Returns beams and history (B, W, t + 1) and the states (B, W, hidden) of the parents.
+    beam (history[..., -1] is the beam's score); log_probs, head_ids: (B, W or 1, k)
+    (a 1 broadcasts: all beams identical).
+    Returns beams and history (B, W, t + 1) and each new beam's parent (B, W).
     """
     batch, width, _ = history.shape
     k = log_probs.shape[-1]
     candidates = (history[..., -1:] + log_probs).reshape(batch, width * k)
     best = mx.argsort(-candidates, axis=-1)[:, :width]  # (B, W) flat (parent, slot) index
-    parents = (best // k)[..., None]  # (B, W, 1)
+    parents = best // k
     flat_ids = mx.broadcast_to(head_ids, (batch, width, k)).reshape(batch, width * k)
     tokens = drafter.vocab_ids(mx.take_along_axis(flat_ids, best, axis=-1))
-    beams = mx.concatenate([mx.take_along_axis(beams, parents, axis=1), tokens[..., None]], axis=-1)
+    beams = mx.concatenate([mx.take_along_axis(beams, parents[..., None], axis=1), tokens[..., None]], axis=-1)
     scores = mx.take_along_axis(candidates, best, axis=-1)
-    history = mx.concatenate([mx.take_along_axis(history, parents, axis=1), scores[..., None]], axis=-1)
-    states = mx.broadcast_to(states, (batch, width, states.shape[-1]))
-    return beams, history, mx.take_along_axis(states, parents, axis=1)
+    history = mx.concatenate([mx.take_along_axis(history, parents[..., None], axis=1), scores[..., None]], axis=-1)
+    return beams, history, parents
 
 
 def choose_candidates(beams: mx.array, history: mx.array, count: int) -> mx.array:
@@ -130,8 +134,8 @@ def choose_candidates(beams: mx.array, history: mx.array, count: int) -> mx.arra
 
 
 def beam_search(
-    drafter: Drafter,
-    embedding: Embedding,
+    drafter: TreeDrafter,
+    embedding: Any,
     hidden: mx.array,
     guaranteed_token: mx.array,
     beam_width: int,
@@ -139,10 +143,10 @@ def beam_search(
     top_k: int = 50,
     search_width: int | None = None,
 ) -> tuple[mx.array, mx.array]:
-    """Draft beam_width candidate continuations with the drafter.
+    """Draft beam_width candidate continuations with any drafter kind (`drafting.seam`).
 
-    drafter: the recurrent drafter; embedding: the LLM's embedding ((V, hidden) table or
-    module) used for the drafter's token inputs (and its head when tied).
+    drafter: e.g. the recurrent drafter; embedding: the LLM's embedding ((V, hidden) table
+    or module), which the recurrent drafter reads for its token inputs (and its tied head).
     hidden: (hidden,) or (B, hidden), the LLM's last hidden state.
     guaranteed_token: () or (B,) int, the LLM's next token (first token of every beam).
     search_width: beams the search keeps, S (None or at most W: W, the paper's beam search).
@@ -163,16 +167,15 @@ def beam_search(
 
     beams = mx.broadcast_to(first[:, None, :], (batch, search_width, 1))
     history = mx.broadcast_to(initial_scores(search_width)[:, None], (batch, search_width, 1))
-    table = drafter.head_table(embedding)
-    # (B, 1, hidden): the beams are identical until the first selection, so the first step
-    # runs the drafter once; _grow broadcasts it to the S beams.
-    states = drafter.init_state((batch, 1), dtype=hidden.dtype)
+    # The start state is (B, 1, ...): the beams are identical until the first selection, so
+    # the first step runs the drafter once; `reorder` broadcasts it to the S beams.
+    state, step = drafter.draft_steps(context, embedding)
     last_tokens = first
-    for _ in range(beam_length - 1):
-        states = drafter.update_state(states, embed_tokens(embedding, last_tokens))
-        features = drafter.features(mx.broadcast_to(context, states.shape), states)
-        log_probs, head_ids = top_k_log_probs(drafter.head_logits(features, table), top_k)
-        beams, history, states = _grow(drafter, beams, history, states, log_probs, head_ids)
+    for depth in range(beam_length - 1):
+        state, logits = step(state, last_tokens, depth)
+        log_probs, head_ids = top_k_log_probs(logits, top_k)
+        beams, history, parents = _grow(drafter, beams, history, log_probs, head_ids)
+        state = reorder(state, parents)
         last_tokens = beams[..., -1]
     if search_width > beam_width:
         chosen = choose_candidates(beams, history, beam_width)[..., None]
@@ -183,8 +186,8 @@ def beam_search(
 
 
 def compile_beam_search(
-    drafter: Drafter,
-    embedding: Embedding,
+    drafter: TreeDrafter,
+    embedding: Any,
     beam_width: int,
     beam_length: int,
     top_k: int = 50,

@@ -19,6 +19,8 @@ import json
 import secrets
 import shutil
 from dataclasses import replace
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +90,7 @@ def convert_drafter(
             raise DrafterLoadError(f"{folder}: {e}") from None
     if bits is not None:
         quantize_drafter(drafter, bits=bits, group_size=group_size)
-    return _save_staged(drafter, out)
+    return save_staged(partial(save_drafter, drafter), out)
 
 
 def _check_quantization(bits: int | None, group_size: int) -> None:
@@ -248,14 +250,15 @@ def parameter_count(config: DrafterConfig) -> int:
     return sum(v.size for _, v in tree_flatten(plain.trainable_parameters()))
 
 
-def _save_staged(drafter: Drafter, out: Path) -> Path:
-    """save_drafter into a sibling temp folder, then rename it over OUT. (mkdir, not
-    mkdtemp: the folder becomes OUT, so it gets the umask's permissions, not 0700.)"""
+def save_staged(write: Callable[[Path], Any], out: Path) -> Path:
+    """write(folder) into a sibling temp folder, then rename it over OUT, so OUT is never
+    half-written. (mkdir, not mkdtemp: the folder becomes OUT, so it gets the umask's
+    permissions, not 0700.)"""
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f".{out.name}.{secrets.token_hex(6)}.tmp"
     staging.mkdir()
     try:
-        save_drafter(drafter, staging)
+        write(staging)
         _replace(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

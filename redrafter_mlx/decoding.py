@@ -18,17 +18,15 @@ from mlx_lm.sample_utils import make_sampler
 
 from .acceptance import accept
 from .cache import KVCache
-from .drafter import Drafter
-from .drafting import DraftFn, TreeShape, make_draft_fn
+from .drafting import DraftFn, TreeDrafter, TreeShape, make_draft_fn
 from .errors import InputError
 from .lookup import TextBuffer
-from .models.llama import Model
+from .models.llama import Model, prefill
 from .tree_attention import bucket, pack, verify_mask
 from .tuning import AdaptiveLength
 from .timers import PhaseTimer
 
 Sampler = Callable[[mx.array], mx.array]  # log-probs (..., V) -> token ids (...)
-PREFILL_CHUNK = 512
 
 
 @dataclass
@@ -98,17 +96,6 @@ def sampler_scores(sampler: Sampler, logits: mx.array) -> mx.array:
     return logits if sampler is greedy else log_softmax(logits)
 
 
-def prefill(model: Model, prompt: mx.array, cache: KVCache) -> mx.array:
-    """Run the prompt (T,) through the model in chunks; commit it; return the last hidden (D,)."""
-    for start in range(0, prompt.shape[0], PREFILL_CHUNK):
-        chunk = prompt[start : start + PREFILL_CHUNK][None]
-        hidden = model(chunk, cache)
-        cache.commit(chunk.shape[1])
-        if start + PREFILL_CHUNK < prompt.shape[0]:
-            mx.eval(cache.state())
-    return hidden[0, -1]
-
-
 def generate_ar(
     model: Model,
     prompt: list[int],
@@ -141,7 +128,7 @@ def generate_ar(
 
     try:
         tic = time.perf_counter()
-        token = next_token(prefill(model, mx.array(prompt, mx.uint32), cache))
+        token = next_token(prefill(model, mx.array(prompt, mx.uint32), cache)[-1])
         mx.async_eval(token)
         while True:
             upcoming = forward(token) if stats.num_tokens + 1 < max_tokens else None
@@ -168,7 +155,7 @@ def generate_ar(
 
 def generate_redrafter(
     model: Model,
-    drafter: Drafter,
+    drafter: TreeDrafter,
     prompt: list[int],
     *,
     beam_width: int = 3,
@@ -185,10 +172,11 @@ def generate_redrafter(
     verify_lengths: Sequence[int] | None = None,
     adapt: AdaptiveLength | None = None,
 ) -> Iterator[Step]:
-    """ReDrafter decoding (paper Sec. 3.4): every step emits 1..beam_length tokens.
+    """ReDrafter decoding (paper Sec. 3.4) with any drafter kind: every step emits
+    1..beam_length tokens.
 
     Each step: (1) the guaranteed token and hidden state come from the previous step;
-    (2) the drafter beam-searches W x L candidates (keeping `search_width` beams, of which
+    (2) the drafter (any `drafting.TreeDrafter`) beam-searches W x L candidates (keeping `search_width` beams, of which
     the W that cover the most drafter probability are verified: `beam_search`; None or at
     most W: the paper's search); with
     `lookup`, the last of them gives way to a copy of what followed the text's last n-gram
@@ -224,12 +212,15 @@ def generate_redrafter(
     # The lookup's context; without the lookup an empty buffer keeps the draft's inputs uniform.
     text = TextBuffer([*context, *prompt], max_tokens + 2 * longest.beam_length) if lookup else TextBuffer([], 1)
     draft_fns: dict[TreeShape, DraftFn] = {}
+    session = drafter
 
-    def draft(hidden: mx.array, token: mx.array, emitted: mx.array, count: mx.array | int):
-        """The next tree, once emitted[:count] (lazy; emitted ends with `token`) joins the text."""
+    def draft(hidden: mx.array, token: mx.array, emitted: mx.array, features: mx.array, count: mx.array):
+        """The next tree, once emitted[:count] (lazy; `token` is emitted[count - 1]) joins the
+        text; features[j]: the LLM hidden state that predicted emitted[j]."""
         tree = adapt.choose() if adapt is not None else shape
         if tree not in draft_fns:
-            draft_fns[tree] = make_draft_fn(drafter, model.embedding, tree, top_k=top_k, lookup=lookup)
+            draft_fns[tree] = make_draft_fn(session, model.embedding, tree, top_k=top_k, lookup=lookup)
+        session.stage(emitted, features, count)
         if lookup:
             text.stage(emitted)
         beams, layout = draft_fns[tree](hidden, token, text.tokens, mx.array([text.length], mx.int32) + count)
@@ -239,10 +230,12 @@ def generate_redrafter(
     try:
         tic = time.perf_counter()
         timer.start()
-        hidden = prefill(model, mx.array(prompt, mx.uint32), cache)
+        prompt_hidden = prefill(model, mx.array(prompt, mx.uint32), cache)
+        hidden = prompt_hidden[-1]
         token = sampler(sampler_scores(sampler, model.logits(hidden))).astype(mx.int32).reshape(())
         timer.mark("prefill", token)
-        tree, beams, layout = draft(hidden, token, token[None], 1)
+        session = drafter.open(model, [*context, *prompt], prompt_hidden)
+        tree, beams, layout = draft(hidden, token, token[None], hidden[None], mx.array(1))
         first, count = mx.stack([token, layout.count]).tolist()
         stats.prompt_time = time.perf_counter() - tic
         tic = time.perf_counter()
@@ -250,6 +243,7 @@ def generate_redrafter(
             stats.finish_reason = "stop"
             return
         stats.num_tokens = 1
+        session.commit(1)
         text.commit(1)
         yield Step([first], stats)
         while stats.num_tokens < max_tokens:
@@ -265,13 +259,14 @@ def generate_redrafter(
             timer.mark("cache", *cache.state())
             verified = tree
             tree, beams, layout = draft(block[result.next_index], result.next_token, result.emitted,
-                                        result.accepted + 1)
+                                        block[result.path], result.accepted + 1)
             stats.verified_tokens.append(count)
             stats.tree_cells.append(verified.beam_width * verified.beam_length)
             accepted, *emitted, count = mx.concatenate(
                 [result.accepted[None], result.emitted, layout.count[None]]
             ).tolist()
             cache.commit(accepted + 1)
+            session.commit(accepted + 1)
             text.commit(accepted + 1)
             if adapt is not None:
                 adapt.observe(verified, accepted)
@@ -306,8 +301,8 @@ def context_room(model: Model, used: int) -> int:
 SHARED_OPTIONS = ("max_tokens", "sampler", "eos_ids", "cache")  # what both decoders take
 
 
-def generate(model: Model, prompt: list[int], *, drafter: Drafter | None = None, **options) -> Iterator[Step]:
-    """ReDrafter when a drafter is given (`options`: those of `generate_redrafter`), plain
+def generate(model: Model, prompt: list[int], *, drafter: TreeDrafter | None = None, **options) -> Iterator[Step]:
+    """Tree-verified speculative decoding when a drafter (of any kind) is given (`options`: those of `generate_redrafter`), plain
     autoregressive decoding otherwise (which uses only the SHARED_OPTIONS of them).
 
     The answer stops at the model's context length (finish reason "length"); a prompt that

@@ -27,6 +27,7 @@ import mlx.nn as nn
 import numpy as np
 from mlx.utils import tree_flatten
 
+from .drafting.seam import StepFn, TreeDrafter
 from .errors import InputError
 from .ngrams import NgramTable, load_ngram_table
 
@@ -158,12 +159,14 @@ def _table_rows(embedding: Embedding, ids: mx.array | None) -> HeadTable:
     )
 
 
-class Drafter(nn.Module):
+class Drafter(nn.Module, TreeDrafter):
     """The recurrent drafter. It never owns the LLM embedding E; callers pass it in.
 
     Head input is concat(h, s) (reference order; the paper writes [s, h]); s_0 = 0 and
     s_t = silu(rnn_w(E(tok_t)) + rnn_u(s_{t-1})) when rnn, else s_t = E(tok_t) + s_{t-1}.
     """
+
+    kind = "redrafter"
 
     def __init__(self, config: DrafterConfig, token_ids: mx.array | None = None):
         super().__init__()
@@ -253,6 +256,28 @@ class Drafter(nn.Module):
         """h, state (..., hidden) -> raw head logits (..., head_size). `embedding` is needed
         only by a tied head."""
         return self.head_logits(self.features(h, state), self.head_table(embedding))
+
+    def for_target(self, model: Any, name: str) -> Drafter:
+        """Check the LLM's vocabulary and hidden size; fold a tied head for speed."""
+        args = model.args
+        if (self.config.vocab_size, self.config.hidden_size) != (args.vocab_size, args.hidden_size):
+            raise DrafterLoadError(
+                f"drafter {self.source} was built for vocab {self.config.vocab_size} / hidden "
+                f"{self.config.hidden_size}, but {name} has vocab {args.vocab_size} / "
+                f"hidden {args.hidden_size}"
+            )
+        return untie_head(self, model.embedding)
+
+    def draft_steps(self, context: mx.array, embedding: Embedding) -> tuple[mx.array, StepFn]:
+        """The recurrent drafter as a `drafting.seam` step: the state is the RNN's s_t."""
+        table = self.head_table(embedding)
+
+        def step(state: mx.array, tokens: mx.array, depth: int) -> tuple[mx.array, mx.array]:
+            state = self.update_state(state, embed_tokens(embedding, tokens))
+            features = self.features(mx.broadcast_to(context, state.shape), state)
+            return state, self.head_logits(features, table)
+
+        return self.init_state(context.shape[:2], dtype=context.dtype), step
 
     def vocab_ids(self, head_ids: mx.array) -> mx.array:
         """Head indices (...) -> full-vocabulary token ids (...) int32 (identity unless trimmed)."""

@@ -18,7 +18,8 @@ from mlx_lm.tokenizer_utils import TokenizerWrapper
 from mlx_lm.utils import load_model, load_tokenizer
 
 from . import gguf
-from .drafter import Drafter, DrafterLoadError, load_drafter, untie_head
+from .drafting.kinds import load_drafter_folder
+from .drafting.seam import TreeDrafter
 from .errors import InputError
 from .models.llama import Model, ModelArgs
 from .runtime import default_dtype
@@ -29,6 +30,7 @@ ALIASES = {
     "vicuna-7b": "lmsys/vicuna-7b-v1.3",
     "vicuna-13b": "lmsys/vicuna-13b-v1.3",
     "vicuna-33b": "lmsys/vicuna-33b-v1.3",
+    "vicuna-68m": "double7/vicuna-68m",  # a 2-layer Llama with Vicuna's tokenizer: a draft model
     EMBEDDED: EMBEDDED,
 }
 SUPPORTED_TYPES = {"llama", "mistral"}
@@ -166,9 +168,9 @@ def shipped_drafter(loaded: LoadedModel) -> Path | None:
     return SHIPPED_DRAFTERS[name] if name else None
 
 
-def load_drafter_for(loaded: LoadedModel, name: str | None, dtype: mx.Dtype | None = None) -> Drafter:
-    """The drafter named by `--drafter` (folder or hub id) or the one shipped for the model,
-    checked against the model's vocabulary and hidden size, its tied head folded for speed."""
+def load_drafter_for(loaded: LoadedModel, name: str | None, dtype: mx.Dtype | None = None) -> TreeDrafter:
+    """The drafter (any kind) named by `--drafter` (folder or hub id) or the one shipped for
+    the model, checked against the model and made ready for it (`TreeDrafter.for_target`)."""
     if name is None:
         folder = shipped_drafter(loaded)
         if folder is None:
@@ -183,12 +185,12 @@ def load_drafter_for(loaded: LoadedModel, name: str | None, dtype: mx.Dtype | No
             if name.count("/") != 1 or name.startswith((".", "/", "~")):
                 raise ModelLoadError(f"drafter {name!r} not found: not a folder and not a hub id (owner/name)")
             folder = download(name, ["*.json", "*.safetensors"])
-    drafter = load_drafter(folder, dtype or default_dtype())
-    args = loaded.model.args
-    if (drafter.config.vocab_size, drafter.config.hidden_size) != (args.vocab_size, args.hidden_size):
-        raise DrafterLoadError(
-            f"drafter {folder} was built for vocab {drafter.config.vocab_size} / hidden "
-            f"{drafter.config.hidden_size}, but {loaded.name} has vocab {args.vocab_size} / "
-            f"hidden {args.hidden_size}"
-        )
-    return untie_head(drafter, loaded.model.embedding)
+    drafter = load_drafter_folder(folder, dtype or default_dtype())
+    return drafter.for_target(loaded.model, loaded.name)
+
+
+def load_draft_model(loaded: LoadedModel, name: str, dtype: mx.Dtype | None = None) -> TreeDrafter:
+    """A small LLM (alias, folder, hub id or .gguf) as the drafter of `loaded`: same tokenizer."""
+    from .drafting.draft_llm import DraftLLM
+
+    return DraftLLM(load(name, dtype).model, name).for_target(loaded.model, loaded.name)

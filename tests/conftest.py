@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 from mlx.utils import tree_flatten
 
+from redrafter_mlx.decoding import GenerationStats, generate_ar
 from redrafter_mlx.distill import DistillRecord
+from redrafter_mlx.prompting import encode_prompt
 from redrafter_mlx.loading import LoadedModel, load
 from redrafter_mlx.models.llama import Model, ModelArgs
 from redrafter_mlx.training import assemble, prefill_hidden
@@ -94,3 +96,28 @@ def write_tiny_folder(embedded_folder):
         return path
 
     return write
+
+
+PROMPTS = ["What is the capital of France?", "Name three colours of the rainbow."]
+
+
+def collect(steps) -> tuple[list[int], GenerationStats]:
+    """All tokens of a decoder's steps, and its final stats."""
+    tokens, stats = [], None
+    for step in steps:
+        tokens += step.tokens
+        stats = step.stats
+    return tokens, stats
+
+
+@pytest.fixture(scope="session")
+def embedded_runs(embedded):
+    """Greedy AR reference outputs (20 tokens, stopping at EOS) for the test prompts."""
+    eos = embedded.tokenizer.eos_token_ids
+    runs = []
+    for text in PROMPTS:
+        ids = encode_prompt(embedded.tokenizer, text)
+        tokens, stats = collect(generate_ar(embedded.model, ids, max_tokens=20, eos_ids=eos))
+        runs.append((ids, tokens, stats.finish_reason))
+    assert {reason for *_, reason in runs} == {"stop", "length"}  # both endings exercised
+    return runs

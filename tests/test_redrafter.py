@@ -17,9 +17,7 @@ from redrafter_mlx.prompting import encode_prompt
 from redrafter_mlx.tree_attention import tree_layout
 from redrafter_mlx.tuning import AdaptiveLength
 
-from .conftest import random_model, tiny_config
-
-PROMPTS = ["What is the capital of France?", "Name three colours of the rainbow."]
+from .conftest import PROMPTS, collect, random_model, tiny_config
 
 
 def random_drafter(vocab: int, hidden: int, seed: int = 0, tied: bool = False) -> Drafter:
@@ -29,27 +27,6 @@ def random_drafter(vocab: int, hidden: int, seed: int = 0, tied: bool = False) -
     drafter = Drafter(DrafterConfig(vocab_size=vocab, hidden_size=hidden, rnn=True, **shape))
     mx.eval(drafter.parameters())
     return drafter
-
-
-def collect(steps) -> tuple[list[int], decoding.GenerationStats]:
-    tokens, stats = [], None
-    for step in steps:
-        tokens += step.tokens
-        stats = step.stats
-    return tokens, stats
-
-
-@pytest.fixture(scope="module")
-def embedded_runs(embedded):
-    """Greedy AR reference outputs (20 tokens, stopping at EOS) for the test prompts."""
-    eos = embedded.tokenizer.eos_token_ids
-    runs = []
-    for text in PROMPTS:
-        ids = encode_prompt(embedded.tokenizer, text)
-        tokens, stats = collect(generate_ar(embedded.model, ids, max_tokens=20, eos_ids=eos))
-        runs.append((ids, tokens, stats.finish_reason))
-    assert {reason for *_, reason in runs} == {"stop", "length"}  # both endings exercised
-    return runs
 
 
 @pytest.fixture(scope="module")

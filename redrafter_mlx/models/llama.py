@@ -155,3 +155,19 @@ class Model(nn.Module):
         if self.args.tie_word_embeddings:
             weights.pop("lm_head.weight", None)
         return weights
+
+
+PREFILL_CHUNK = 512
+
+
+def prefill(model: Model, prompt: mx.array, cache: KVCache) -> mx.array:
+    """Run the prompt (T,) through the model in chunks; commit it; return the hidden states
+    of the last chunk (t, D), t >= 1 (lazy: a caller that reads only the last row pays for
+    no other final norm)."""
+    for start in range(0, prompt.shape[0], PREFILL_CHUNK):
+        chunk = prompt[start : start + PREFILL_CHUNK][None]
+        hidden = model(chunk, cache)
+        cache.commit(chunk.shape[1])
+        if start + PREFILL_CHUNK < prompt.shape[0]:
+            mx.eval(cache.state())
+    return hidden[0]

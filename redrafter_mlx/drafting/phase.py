@@ -1,4 +1,4 @@
-"""The draft phase of a ReDrafter step as one compiled function of fixed shape.
+"""The draft phase of a step as one compiled function of fixed shape.
 
 Drafting is many small ops (the beam search's L - 1 drafter steps, the choice of the W
 beams to verify, the context lookup, the prefix tree's layout), so its cost on a CPU is
@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import mlx.core as mx
 
-from .beam_search import beam_search
-from .drafter import Drafter, Embedding
-from .lookup import with_lookup_beam
-from .tree_attention import TreeLayout, tree_layout
+from ..beam_search import beam_search
+from ..lookup import with_lookup_beam
+from ..tree_attention import TreeLayout, tree_layout
+from .seam import TreeDrafter
 
 
 @dataclass(frozen=True)
@@ -50,14 +51,16 @@ DraftFn = Callable[[mx.array, mx.array, mx.array, mx.array], tuple[mx.array, Tre
 
 
 def make_draft_fn(
-    drafter: Drafter, embedding: Embedding, shape: TreeShape, *, top_k: int = 50, lookup: bool = True
+    drafter: TreeDrafter, embedding: Any, shape: TreeShape, *, top_k: int = 50, lookup: bool = True
 ) -> DraftFn:
-    """The compiled draft phase for one tree shape.
+    """The draft phase for one tree shape, compiled for a stateless drafter.
 
     The returned function maps the LLM's state after the guaranteed token (hidden (D,),
     token ()) and the decoded text so far (a (1, N) buffer valid up to length (1,)) to the
-    W beams to verify (W, L) int32 and their `TreeLayout`. The drafter's weights are
-    captured as constants: build a new function after changing them.
+    W beams to verify (W, L) int32 and their `TreeLayout`. A stateless drafter's weights
+    are captured as constants: build a new function after changing them. A stateful
+    drafter's cache grows every step, which would retrace a compiled function each time,
+    so its phase runs as a plain lazy graph.
     """
 
     def draft(hidden: mx.array, token: mx.array, text: mx.array, length: mx.array):
@@ -68,10 +71,10 @@ def make_draft_fn(
         layout = tree_layout(beams)
         return beams, layout.unpack_index, layout.owner, layout.count
 
-    compiled = mx.compile(draft)
+    phase = draft if drafter.stateful else mx.compile(draft)
 
     def run(hidden: mx.array, token: mx.array, text: mx.array, length: mx.array) -> tuple[mx.array, TreeLayout]:
-        beams, unpack_index, owner, count = compiled(hidden, token, text, length)
+        beams, unpack_index, owner, count = phase(hidden, token, text, length)
         return beams, TreeLayout(unpack_index, owner, count)
 
     return run

@@ -1,0 +1,46 @@
+"""Every drafter kind through the one loop: at most one host read per step, as ReDrafter's
+RNN drafter (tests/test_redrafter.py), stateful kinds included."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import mlx.core as mx
+import pytest
+
+from redrafter_mlx.decoding import generate_redrafter
+from redrafter_mlx.prompting import encode_prompt
+
+from .conftest import PROMPTS, collect
+from .test_draft_llm import DraftLLM, first_layers
+from .test_eagle import random_eagle
+from .test_medusa import random_medusa
+from .test_mlp_speculator import random_speculator
+
+KINDS = {
+    "draft-llm": lambda model: DraftLLM(first_layers(model, 20)),
+    "eagle": lambda model: random_eagle(49152, 576, 9, 3),
+    "medusa": lambda model: random_medusa(49152, 576, 4),
+    "mlp": lambda model: random_speculator(576, 256, 49152, 4),
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_at_most_one_host_read_per_step_for_every_kind(embedded, monkeypatch, kind):
+    drafter = KINDS[kind](embedded.model).for_target(embedded.model, "smollm2")
+    ids = encode_prompt(embedded.tokenizer, PROMPTS[1])
+    reads = Counter()
+
+    def counting(name, original):
+        def wrapper(*args, **kwargs):
+            reads[name] += 1
+            return original(*args, **kwargs)
+
+        return wrapper
+
+    for name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__", "__array__"):
+        monkeypatch.setattr(mx.array, name, counting(name, getattr(mx.array, name)))
+    monkeypatch.setattr(mx, "eval", counting("eval", mx.eval))
+    _, stats = collect(generate_redrafter(embedded.model, drafter, ids, beam_width=3, beam_length=4, max_tokens=12))
+    assert stats.steps >= 4
+    assert sum(reads.values()) <= stats.steps + 1, reads  # + 1: the first token after prefill
