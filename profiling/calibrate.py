@@ -20,6 +20,7 @@ import mlx.core as mx
 from redrafter_mlx.decoding import generate_ar, generate_redrafter
 from redrafter_mlx.drafter import Drafter
 from redrafter_mlx.drafting import TreeShape, make_draft_fn
+from redrafter_mlx.errors import InputError
 from redrafter_mlx.loading import LoadedModel
 from redrafter_mlx.replay import record_answers, replay
 from redrafter_mlx.tuning import Calibration, ShapeCost
@@ -68,6 +69,9 @@ def calibrate(
 ) -> Calibration:
     """Measure everything `Calibration` needs; `advance(what)` is called after each of the
     `work_units(grid)` units of work (for a progress bar)."""
+    if drafter.stateful:  # before any measuring: the replay below cannot run it
+        raise InputError(f"`tune` calibrates stateless drafters (it replays recorded answers); a {drafter.kind} "
+                         "drafter keeps its own cache of the text: pass -w/-l/-s instead")
     model = loaded.model
     longest = max(s.max_packed for s in grid)
     sizes = sorted(set(range(1, longest + 1)) | {p for p in (8, 16, 24, 32) if p > longest and p < 2 * longest})

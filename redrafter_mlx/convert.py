@@ -122,6 +122,29 @@ def read_checkpoint(path: Path) -> dict[str, mx.array]:
     raise DrafterLoadError(f"{path}: unknown weights format (expected .safetensors, .bin or .pt)")
 
 
+def checkpoint_keys(path: Path) -> set[str]:
+    """The tensor names of a .safetensors / .bin / .pt file without reading its tensors (the
+    safetensors header; a memory-mapped torch load), for telling formats apart."""
+    if path.suffix == ".safetensors":
+        try:
+            with path.open("rb") as f:
+                size = int.from_bytes(f.read(8), "little")
+                if size > path.stat().st_size - 8:
+                    raise ValueError(f"header of {size} bytes in a file of {path.stat().st_size}")
+                header = json.loads(f.read(size))
+            return set(header) - {"__metadata__"}
+        except (OSError, ValueError, TypeError) as e:  # TypeError: a header that is not an object
+            raise DrafterLoadError(f"{path}: unreadable safetensors ({_first_line(e)})") from None
+    try:
+        import torch
+
+        return set(_state_dict(torch.load(path, map_location="cpu", weights_only=True, mmap=True), path, torch.Tensor))
+    except ImportError:
+        raise DrafterLoadError(TORCH_HINT) from None
+    except RuntimeError:  # a pre-zip torch file cannot be memory-mapped: read it
+        return set(read_checkpoint(path))
+
+
 def _read_safetensors(path: Path) -> dict[str, mx.array]:
     try:
         return mx.load(str(path), format="safetensors")

@@ -176,9 +176,10 @@ def generate_redrafter(
     1..beam_length tokens.
 
     Each step: (1) the guaranteed token and hidden state come from the previous step;
-    (2) the drafter (any `drafting.TreeDrafter`) beam-searches W x L candidates (keeping `search_width` beams, of which
-    the W that cover the most drafter probability are verified: `beam_search`; None or at
-    most W: the paper's search); with
+    (2) the drafter (any `drafting.TreeDrafter`; a stateful one through the session `open`
+    returns, told each step's emitted tokens) beam-searches W x L candidates (keeping
+    `search_width` beams, of which the W that cover the most drafter probability are
+    verified: `beam_search`; None or at most W: the paper's search); with
     `lookup`, the last of them gives way to a copy of what followed the text's last n-gram
     earlier in `context`, the prompt or the answer, when it occurred (`lookup.py`), or
     else to the drafter's stored continuation of it (`drafter.ngrams`, `ngrams.py`); (3) the
@@ -186,7 +187,7 @@ def generate_redrafter(
     longest accepted prefix is kept and the cache compacted to it. The only host read per
     step fetches the accepted tokens together with the next tree's packed length. Same
     interface and cache contract as `generate_ar`; `context` holds the tokens before
-    `prompt` that the cache already has (earlier turns), for the lookup only.
+    `prompt` that the cache already has (earlier turns), for the lookup and stateful drafters.
     `verify_lengths[c]`: the length a tree of c unique tokens is padded to for the verify
     pass (a calibration's cheapest length >= c, `tuning.py`); default: `bucket`. With
     `adapt`, each step's beam length is chosen from the acceptance so far (`AdaptiveLength`,
@@ -212,7 +213,6 @@ def generate_redrafter(
     # The lookup's context; without the lookup an empty buffer keeps the draft's inputs uniform.
     text = TextBuffer([*context, *prompt], max_tokens + 2 * longest.beam_length) if lookup else TextBuffer([], 1)
     draft_fns: dict[TreeShape, DraftFn] = {}
-    session = drafter
 
     def draft(hidden: mx.array, token: mx.array, emitted: mx.array, features: mx.array, count: mx.array):
         """The next tree, once emitted[:count] (lazy; `token` is emitted[count - 1]) joins the

@@ -47,7 +47,7 @@ class ModelLoadError(InputError):
 @dataclass
 class LoadedModel:
     model: Model
-    tokenizer: TokenizerWrapper
+    tokenizer: TokenizerWrapper | None  # None only for a draft model loaded without one
     config: dict
     name: str  # what the user asked for: alias, path or repo id
     source: Path  # the local folder or file the weights came from
@@ -95,17 +95,18 @@ def download(repo_id: str, patterns: list[str] = _HUB_FILES) -> Path:
         ) from None
 
 
-def load(name: str = DEFAULT_MODEL, dtype: mx.Dtype | None = None) -> LoadedModel:
-    """Load model + tokenizer; float weights are cast to `dtype` (default: per device)."""
+def load(name: str = DEFAULT_MODEL, dtype: mx.Dtype | None = None, tokenizer: bool = True) -> LoadedModel:
+    """Load model + tokenizer (None without `tokenizer`: a draft model needs only the target's);
+    float weights are cast to `dtype` (default: per device)."""
     dtype = dtype or default_dtype()
     path = resolve(name)
     if path.is_file():
         if path.suffix != ".gguf":
             raise ModelLoadError(f"{path}: expected a folder or a .gguf file")
-        model, tokenizer, config = _load_gguf(path, dtype)
+        model, words, config = _load_gguf(path, dtype)
     else:
-        model, tokenizer, config = _load_folder(path, dtype)
-    return LoadedModel(model, tokenizer, config, name, path)
+        model, words, config = _load_folder(path, dtype, tokenizer)
+    return LoadedModel(model, words, config, name, path)
 
 
 def _load_gguf(path: Path, dtype: mx.Dtype) -> tuple[Model, TokenizerWrapper, dict]:
@@ -119,7 +120,7 @@ def _load_gguf(path: Path, dtype: mx.Dtype) -> tuple[Model, TokenizerWrapper, di
     return model, tokenizer, read.config
 
 
-def _load_folder(path: Path, dtype: mx.Dtype) -> tuple[Model, TokenizerWrapper, dict]:
+def _load_folder(path: Path, dtype: mx.Dtype, tokenizer: bool = True) -> tuple[Model, TokenizerWrapper | None, dict]:
     config_file = path / "config.json"
     if not config_file.exists():
         raise ModelLoadError(f"{path}: no config.json (expected a Hugging Face model folder)")
@@ -143,8 +144,13 @@ def _load_folder(path: Path, dtype: mx.Dtype) -> tuple[Model, TokenizerWrapper, 
     except ValueError as e:
         raise ModelLoadError(f"{path}: weights do not match config.json ({str(e).splitlines()[0][:200]})") from None
     model.set_dtype(dtype)
-    tokenizer = load_tokenizer(path, eos_token_ids=_eos_ids(config))
-    return model, tokenizer, config
+    if not tokenizer:
+        return model, None, config
+    try:
+        words = load_tokenizer(path, eos_token_ids=_eos_ids(config))
+    except (ValueError, OSError) as e:  # transformers' message when no tokenizer file is usable
+        raise ModelLoadError(f"{path}: no usable tokenizer ({str(e).strip().splitlines()[0][:160]})") from None
+    return model, words, config
 
 
 def _eos_ids(config: dict) -> list[int]:
@@ -193,4 +199,4 @@ def load_draft_model(loaded: LoadedModel, name: str, dtype: mx.Dtype | None = No
     """A small LLM (alias, folder, hub id or .gguf) as the drafter of `loaded`: same tokenizer."""
     from .drafting.draft_llm import DraftLLM
 
-    return DraftLLM(load(name, dtype).model, name).for_target(loaded.model, loaded.name)
+    return DraftLLM(load(name, dtype, tokenizer=False).model, name).for_target(loaded.model, loaded.name)

@@ -26,6 +26,7 @@ from mlx import nn
 from .beam_search import beam_search
 from .distill import generate_with_hidden
 from .drafter import Drafter, Embedding
+from .errors import InputError
 from .lookup import with_lookup_beam
 
 
@@ -80,6 +81,9 @@ def replay(
     beyond it, as in decoding, when the answer is longer. `search_width`: as in `beam_search`;
     `lookup`: as in decoding, copying from each answer's prompt (`prompts`, in the same
     order; none: from the answer alone) and the answer so far."""
+    if drafter.stateful:
+        raise InputError(f"replaying recorded answers drafts from their hidden states alone; a {drafter.kind} "
+                         "drafter keeps its own cache of the text, which replay does not build (use plain `bench`)")
     prompts = prompts if prompts is not None else [()] * len(answers)
     kept = [(np.asarray(p, np.int32), np.asarray(t), np.asarray(h)) for p, (t, h) in zip(prompts, answers) if len(t)]
     answers = [(t, h) for _, t, h in kept]

@@ -127,3 +127,16 @@ def test_cli_drafts_with_a_draft_model_folder(tmp_path, write_tiny_folder):
     other = write_tiny_folder(tmp_path / "other", tiny_config(vocab_size=1000))
     assert_one_line_error(run(*base, "--draft-model", str(other)), 1, "must share the target's tokenizer")
     assert_one_line_error(run(*base, "--draft-model", str(small), "--drafter", str(small)), 2, "not both")
+
+
+def test_the_api_loads_a_draft_model(tmp_path, write_tiny_folder):
+    from redrafter_mlx import generate, load
+
+    target = write_tiny_folder(tmp_path / "target")
+    small = write_tiny_folder(tmp_path / "small", tiny_config(hidden_size=32, intermediate_size=64), seed=1)
+    pipeline = load(str(target), draft_model=str(small), dtype="float32")
+    assert pipeline.drafter.kind == "draft-llm"
+    plain = generate(load(str(target), drafter=False, dtype="float32"), "Hello there", max_tokens=10)
+    assert generate(pipeline, "Hello there", max_tokens=10, beam_width=2, beam_length=3) == plain
+    with pytest.raises(InputError, match="not both"):
+        load(str(target), drafter=str(small), draft_model=str(small))

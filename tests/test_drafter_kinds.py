@@ -44,3 +44,17 @@ def test_at_most_one_host_read_per_step_for_every_kind(embedded, monkeypatch, ki
     _, stats = collect(generate_redrafter(embedded.model, drafter, ids, beam_width=3, beam_length=4, max_tokens=12))
     assert stats.steps >= 4
     assert sum(reads.values()) <= stats.steps + 1, reads  # + 1: the first token after prefill
+
+
+def test_auto_trees_are_cut_to_what_a_drafter_can_draft_and_explicit_ones_refused(embedded):
+    from redrafter_mlx.api import Pipeline
+    from redrafter_mlx.errors import InputError
+    from redrafter_mlx.options import DecodingOptions
+
+    two_heads = Pipeline(embedded, random_medusa(49152, 576, 2), mx.float32)
+    assert two_heads.drafter.max_beam_length == 3
+    found = two_heads.plan(DecodingOptions(beam_width=2))
+    assert found.shape.beam_length == 3 and found.adapt is None
+    assert two_heads.plan(DecodingOptions(beam_length=3)).shape.beam_length == 3
+    with pytest.raises(InputError, match="drafts at most 2 tokens: beam length at most 3, got 4"):
+        two_heads.plan(DecodingOptions(beam_length=4))

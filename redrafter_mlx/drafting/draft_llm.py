@@ -84,4 +84,4 @@ def load_draft_llm(folder: Path, dtype: mx.Dtype) -> DraftLLM:
     """A draft model from a model folder (what `--drafter` finds with model_type llama)."""
     from ..loading import load
 
-    return DraftLLM(load(str(folder), dtype).model, folder)
+    return DraftLLM(load(str(folder), dtype, tokenizer=False).model, folder)

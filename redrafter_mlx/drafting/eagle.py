@@ -171,12 +171,12 @@ UPSTREAM_WEIGHTS = ("pytorch_model.bin", "model.safetensors")
 
 def is_eagle_checkpoint(folder: Path) -> bool:
     """An upstream EAGLE folder: a one-layer Llama config beside weights with an `fc` layer."""
-    from ..convert import read_checkpoint
+    from ..convert import checkpoint_keys
 
     weights = next((folder / n for n in UPSTREAM_WEIGHTS if (folder / n).is_file()), None)
     if weights is None or not (folder / "config.json").is_file():
         return False
-    return "fc.weight" in read_checkpoint(weights)
+    return "fc.weight" in checkpoint_keys(weights)
 
 
 def convert_eagle(src: Path, out: Path, *, dtype: mx.Dtype, llm_config: dict[str, Any] | None = None,

@@ -144,7 +144,7 @@ class MLPSpeculator(nn.Module, TreeDrafter):
 
         def step(state: mx.array, tokens: mx.array, depth: int) -> tuple[mx.array, mx.array]:
             if depth >= self.config.n_predict:
-                raise ValueError(
+                raise InputError(
                     f"this MLP speculator drafts at most {self.config.n_predict} tokens: "
                     f"use a beam length of at most {self.max_beam_length}"
                 )
