@@ -82,9 +82,10 @@ def run_mlx_lm(folder: Path, prompts: list[list[int]], max_tokens: int, draft: P
     each token the model itself chose (`from_draft` False)."""
     from mlx_lm import load as mlx_lm_load
     from mlx_lm import stream_generate
+    from mlx_lm.utils import load_model
 
     model, tokenizer = mlx_lm_load(str(folder))
-    extra = {"draft_model": mlx_lm_load(str(draft))[0], "num_draft_tokens": num_draft_tokens} if draft else {}
+    extra = {"draft_model": load_model(draft)[0], "num_draft_tokens": num_draft_tokens} if draft else {}
 
     def decode(ids: list[int]):
         stats, block, prefilled = GenerationStats(), [], False

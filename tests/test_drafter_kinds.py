@@ -58,3 +58,17 @@ def test_auto_trees_are_cut_to_what_a_drafter_can_draft_and_explicit_ones_refuse
     assert two_heads.plan(DecodingOptions(beam_length=3)).shape.beam_length == 3
     with pytest.raises(InputError, match="drafts at most 2 tokens: beam length at most 3, got 4"):
         two_heads.plan(DecodingOptions(beam_length=4))
+
+
+@pytest.mark.parametrize("kind", ["redrafter", "eagle", "medusa", "mlp-speculator", "draft-llm"])
+def test_the_benchmarks_random_drafters_load_as_their_kind(tmp_path, kind):
+    """`profiling.reference_drafter` writes each kind in its reference shape for a model."""
+    from redrafter_mlx.drafting.kinds import load_drafter_folder
+    from redrafter_mlx.profiling.reference_drafter import write
+
+    from .conftest import random_model, tiny_config
+
+    config = tiny_config()
+    drafter = load_drafter_folder(write(kind, config, tmp_path / kind), mx.float32)
+    assert drafter.kind == kind
+    drafter.for_target(random_model(config), "tiny")
