@@ -18,6 +18,7 @@ from redrafter_mlx.errors import InputError
 from redrafter_mlx.loading import DEFAULT_MODEL, load
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.training import TrainConfig
+from redrafter_mlx.training.config import KINDS, MODEL_TYPES
 from redrafter_mlx.tuning import resolve_shape
 
 from .app import UsageError, app, console, friendly_errors
@@ -25,6 +26,18 @@ from .options import DTypeOpt, ModelOpt, decoding_options
 
 WORK = "training"  # OUT/training/: distillation data, hidden-state cache, checkpoint, log
 DEFAULTS = TrainConfig()  # the shipped drafter's recipe
+KIND_PANEL, RNN_PANEL, MLP_PANEL = "Drafter", "Drafter: --kind redrafter only", "Drafter: --kind mlp-speculator only"
+# Architecture flags of one kind: refused (one line) when given with another kind.
+KIND_ONLY = {
+    "exit_dim": ("--exit-dim", ("redrafter",)),
+    "rnn": ("--rnn/--no-rnn", ("redrafter",)),
+    "tied": ("--tied/--untied", ("redrafter",)),
+    "token_subset": ("--token-subset", ("redrafter",)),
+    "layers": ("--layers", ("redrafter", "medusa")),
+    "inner_dim": ("--inner-dim", ("mlp-speculator",)),
+    "tie_weights": ("--tie-weights", ("mlp-speculator",)),
+    "scale_input": ("--scale-input", ("mlp-speculator",)),
+}
 
 
 def read_prompt_file(path: Path) -> list[dict]:
@@ -76,12 +89,16 @@ def train(
     sampled_fraction: Annotated[float, typer.Option("--sampled-fraction", min=0.0, max=1.0, help="Share of answers sampled (rest greedy).")] = 0.5,
     distill_temp: Annotated[float, typer.Option("--distill-temp", min=0.0, help="Temperature of sampled answers.")] = 0.7,
     skip_distill: Annotated[bool, typer.Option("--skip-distill", help="Train on the distillation data as it is.")] = False,
-    exit_dim: Annotated[int | None, typer.Option("--exit-dim", help="Drafter width (default: the LLM's hidden size; <=0: 2 x hidden, the paper's).")] = DEFAULTS.exit_dim,
-    layers: Annotated[int, typer.Option("--layers", min=0, help="ResBlocks.")] = DEFAULTS.num_draft_layers,
-    rnn: Annotated[bool, typer.Option("--rnn/--no-rnn", help="RNN state update (else sum of embeddings).")] = DEFAULTS.rnn,
-    tied: Annotated[bool, typer.Option("--tied/--untied", help="Tie the head to the LLM embedding.")] = DEFAULTS.head_tied,
-    token_subset: Annotated[int, typer.Option("--token-subset", min=0, help="Head vocabulary size K (0: full vocabulary).")] = DEFAULTS.token_subset_size or 0,
-    predict: Annotated[int, typer.Option("--predict", min=1, help="Tokens predicted per position (T).")] = DEFAULTS.predict,
+    kind: Annotated[str | None, typer.Option("--kind", metavar="|".join(KINDS), rich_help_panel=KIND_PANEL, show_default=False, help="Drafter to train: redrafter (ReDrafter's RNN), mlp-speculator (IBM's MLP speculator) or medusa (Medusa heads); the last two score the whole vocabulary and ship no n-gram table. Default: redrafter, or the kind of --init-from, or with --resume of OUT's checkpoint.")] = None,
+    predict: Annotated[int, typer.Option("--predict", min=1, rich_help_panel=KIND_PANEL, help="Tokens predicted per position (T); also the MLP speculator's stages and Medusa's heads.")] = DEFAULTS.predict,
+    layers: Annotated[int | None, typer.Option("--layers", min=0, rich_help_panel=KIND_PANEL, show_default=False, help=f"ResBlocks: the RNN's (default {DEFAULTS.num_draft_layers}) or each Medusa head's (default {DEFAULTS.medusa_layers}).")] = None,
+    exit_dim: Annotated[int | None, typer.Option("--exit-dim", rich_help_panel=RNN_PANEL, help="Drafter width (default: the LLM's hidden size; <=0: 2 x hidden, the paper's).")] = DEFAULTS.exit_dim,
+    rnn: Annotated[bool, typer.Option("--rnn/--no-rnn", rich_help_panel=RNN_PANEL, help="RNN state update (else sum of embeddings).")] = DEFAULTS.rnn,
+    tied: Annotated[bool, typer.Option("--tied/--untied", rich_help_panel=RNN_PANEL, help="Tie the head to the LLM embedding.")] = DEFAULTS.head_tied,
+    token_subset: Annotated[int, typer.Option("--token-subset", min=0, rich_help_panel=RNN_PANEL, help="Head vocabulary size K (0: full vocabulary).")] = DEFAULTS.token_subset_size or 0,
+    inner_dim: Annotated[int | None, typer.Option("--inner-dim", min=1, rich_help_panel=MLP_PANEL, show_default=False, help="Width of the stages (default: the LLM's hidden size).")] = DEFAULTS.inner_dim,
+    tie_weights: Annotated[bool, typer.Option("--tie-weights/--no-tie-weights", rich_help_panel=MLP_PANEL, help="One embedding, head and norm shared by all stages (upstream's tie_weights; needs --predict >= 2).")] = DEFAULTS.tie_weights,
+    scale_input: Annotated[bool, typer.Option("--scale-input/--no-scale-input", rich_help_panel=MLP_PANEL, help="Start the stages from rms_norm(h) / sqrt(2) (upstream's scale_input).")] = DEFAULTS.scale_input,
     soft_targets: Annotated[float, typer.Option("--soft-targets", min=0.0, max=1.0, help="Weight of the loss against the LLM's whole next-token distribution (0: its tokens only, paper Eq. 2).")] = DEFAULTS.soft_targets,
     lr: Annotated[float, typer.Option("--lr", min=0.0, help="Peak learning rate (cosine decay to a tenth of it).")] = DEFAULTS.lr,
     warmup_steps: Annotated[int, typer.Option("--warmup-steps", min=0, help="Linear warmup before the cosine decay (at most a fifth of the run).")] = DEFAULTS.warmup_steps,
@@ -95,13 +112,15 @@ def train(
     seed: Annotated[int, typer.Option("--seed")] = DEFAULTS.seed,
     dtype: DTypeOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run in OUT.")] = False,
-    init_from: Annotated[Path | None, typer.Option("--init-from", help="Start from this drafter folder (weights, architecture, token subset) with a fresh optimizer and schedule: fine-tuning.")] = None,
+    init_from: Annotated[Path | None, typer.Option("--init-from", help="Start from this drafter folder (a redrafter, mlp-speculator or medusa one: its weights, architecture, token subset) with a fresh optimizer and schedule: fine-tuning.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Delete a non-empty OUT and start over.")] = False,
     *,
     options: DecodingOptions,
 ) -> None:
-    """Train a ReDrafter drafter for MODEL: distil its answers, then fit the drafter (Eq. 2).
-    The defaults are the recipe of the shipped SmolLM2-135M drafter (see its model card)."""
+    """Train a drafter for MODEL: distil its answers, then fit the drafter to them (Eq. 2).
+    ReDrafter's RNN by default, or (--kind) an MLP speculator or Medusa heads, on the same
+    data and loss. The defaults are the recipe of the shipped SmolLM2-135M drafter (see its
+    model card)."""
     from redrafter_mlx.distill import check_extensible, distill
     from redrafter_mlx.distill_workers import distill_in_workers
     from redrafter_mlx.training import prepare_data, train_drafter
@@ -115,6 +134,12 @@ def train(
         raise UsageError(f"{init_from}: not a drafter folder (no config.json)")
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} exists and is not a folder")
+    params = dict(ctx.params, kind=resolve_kind(kind, out, resume, init_from))
+    check_kind_flags(ctx, params["kind"])
+    try:
+        cfg = train_config(params, options)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     splits = [] if skip_distill else _prompt_splits(prompts)  # before anything is loaded or written
     if out.is_dir() and any(out.iterdir()) and not resume:
         if not force:
@@ -123,7 +148,6 @@ def train(
     work = out / WORK
     work.mkdir(parents=True, exist_ok=True)
     data_file = distill_data or work / "distill.jsonl"
-    cfg = train_config(ctx.params, options)
     loaded = load(model, runtime.parse_dtype(dtype))
     (work / "run.json").write_text(json.dumps({"model": model, "config": cfg.__dict__}, indent=1) + "\n")
 
@@ -150,10 +174,11 @@ def train(
     tic = time.perf_counter()
     data = prepare_data(loaded.model, data_file, work / "hidden", cfg,
                         loaded.config["vocab_size"], console=console)
+    subset = (f"; token subset covers {100 * data.coverage:.1f}% of held-out targets"
+              if data.token_ids is not None else "")
     console.print(
         f"data: {data.train_records} training / {data.heldout_records} held-out sequences, "
-        f"{len(data.train[0])} positions; token subset covers {100 * data.coverage:.1f}% "
-        f"of held-out targets ({time.perf_counter() - tic:.0f}s)"
+        f"{len(data.train[0])} positions{subset} ({time.perf_counter() - tic:.0f}s)"
     )
     log_file = work / "log.jsonl"
 
@@ -182,12 +207,18 @@ def train(
 
 
 def train_config(options: Mapping[str, Any], decoding: DecodingOptions = DecodingOptions()) -> TrainConfig:
-    """The TrainConfig that `redrafter train`'s parsed options describe; the evals decode with
-    the tree every command uses for a drafter without calibration (explicit -w/-l/-s win)."""
+    """The TrainConfig that `redrafter train`'s parsed options describe (kind None: redrafter;
+    --layers None: the kind's default); the evals decode with the tree every command uses for
+    a drafter without calibration (explicit -w/-l/-s win)."""
     tree = resolve_shape(None, decoding.beam_width, decoding.beam_length, decoding.search_width)
+    kind, layers = options.get("kind") or "redrafter", options["layers"]
     return TrainConfig(
-        exit_dim=options["exit_dim"], num_draft_layers=options["layers"], rnn=options["rnn"],
-        head_tied=options["tied"], token_subset_size=options["token_subset"] or None, predict=options["predict"],
+        kind=kind, exit_dim=options["exit_dim"], rnn=options["rnn"], head_tied=options["tied"],
+        num_draft_layers=DEFAULTS.num_draft_layers if layers is None or kind != "redrafter" else layers,
+        token_subset_size=(options["token_subset"] or None) if kind == "redrafter" else None,
+        inner_dim=options["inner_dim"], tie_weights=options["tie_weights"], scale_input=options["scale_input"],
+        medusa_layers=DEFAULTS.medusa_layers if layers is None or kind != "medusa" else layers,
+        predict=options["predict"],
         soft_targets=options["soft_targets"], lr=options["lr"], warmup_steps=options["warmup_steps"],
         batch_positions=options["batch_positions"], grad_accum=options["grad_accum"], steps=options["steps"],
         epochs=options["epochs"], eval_every=options["eval_every"], checkpoint_every=options["eval_every"],
@@ -195,6 +226,39 @@ def train_config(options: Mapping[str, Any], decoding: DecodingOptions = Decodin
         beam_width=tree.beam_width, beam_length=tree.beam_length, search_width=tree.search_width,
         seed=options["seed"],
     )
+
+
+def resolve_kind(kind: str | None, out: Path, resume: bool, init_from: Path | None) -> str:
+    """The kind to train: --kind, else that of the checkpoint a --resume continues, else that
+    of the --init-from folder, else redrafter; a --kind that contradicts either is refused."""
+    from redrafter_mlx.drafting.kinds import drafter_kind
+    from redrafter_mlx.training.checkpoint import CHECKPOINT_DIR
+
+    if kind is not None and kind not in KINDS:
+        raise UsageError(f"--kind: choose one of {', '.join(KINDS)}, got {kind!r}")
+    sources = [(out / WORK / CHECKPOINT_DIR, "OUT's checkpoint")] if resume else []
+    sources += [(init_from, "--init-from")] if init_from is not None else []
+    for folder, name in sources:
+        if not (folder / "config.json").is_file():
+            continue
+        model_type = drafter_kind(folder) or MODEL_TYPES["redrafter"]  # reference RNN configs may lack it
+        found = next((k for k, t in MODEL_TYPES.items() if t == model_type), None)
+        if found is None:
+            raise UsageError(f"{folder}: a {model_type} folder; train trains {', '.join(KINDS)} drafters")
+        if kind is not None and kind != found:
+            raise UsageError(f"--kind {kind}: {name} ({folder}) holds a {found} drafter")
+        return found
+    return kind or "redrafter"
+
+
+def check_kind_flags(ctx: typer.Context, kind: str) -> None:
+    """One line for an architecture flag given with a kind it does not apply to."""
+    for name, (flag, kinds) in KIND_ONLY.items():
+        source = ctx.get_parameter_source(name)  # typer's own click: compare the enum by name
+        given = source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
+        if given and kind not in kinds:
+            hint = " (the MLP speculator's shared stages: --tie-weights)" if name == "tied" and kind == "mlp-speculator" else ""
+            raise UsageError(f"{flag} is for --kind {' or '.join(kinds)}, not {kind}{hint}")
 
 
 def _prompt_splits(prompts: Path | None) -> list[list[dict]]:

@@ -26,6 +26,15 @@ LOADERS = {
 }
 
 
+# `TreeDrafter.kind` -> "module:function" of a saver (drafter, folder) -> folder, for the kinds
+# `redrafter train` trains; each writes a config.json whose model_type LOADERS reads back
+SAVERS = {
+    "redrafter": "redrafter_mlx.drafter:save_drafter",
+    "mlp-speculator": "redrafter_mlx.drafting.mlp_speculator:save_mlp_speculator",
+    "medusa": "redrafter_mlx.drafting.medusa:save_medusa",
+}
+
+
 # `redrafter convert --format`: format -> (module, converter, detector of an upstream folder)
 UPSTREAM_FORMATS = {
     "medusa": ("redrafter_mlx.drafting.medusa", "convert_medusa", "is_medusa_checkpoint"),
@@ -81,3 +90,11 @@ def load_drafter_folder(folder: Path, dtype: mx.Dtype) -> TreeDrafter:
         )
     module, function = target.split(":")
     return getattr(importlib.import_module(module), function)(folder, dtype)
+
+
+def save_drafter_folder(drafter: TreeDrafter, folder: Path) -> Path:
+    """Write `drafter` (a kind in SAVERS) as a folder `load_drafter_folder` reads back."""
+    if drafter.kind not in SAVERS:
+        raise UnknownDrafterKind(f"cannot save a {drafter.kind} drafter; savable kinds: {', '.join(SAVERS)}")
+    module, function = SAVERS[drafter.kind].split(":")
+    return getattr(importlib.import_module(module), function)(drafter, Path(folder))

@@ -15,7 +15,7 @@ from typing import Any
 
 import mlx.core as mx
 
-from ..beam_search import beam_search
+from .. import beam_search as search  # a module: beam_search.py imports this package's seam
 from ..lookup import with_lookup_beam
 from ..tree_attention import TreeLayout, tree_layout
 from .seam import TreeDrafter
@@ -64,7 +64,7 @@ def make_draft_fn(
     """
 
     def draft(hidden: mx.array, token: mx.array, text: mx.array, length: mx.array):
-        beams, _ = beam_search(drafter, embedding, hidden, token, shape.beam_width, shape.beam_length,
+        beams, _ = search.beam_search(drafter, embedding, hidden, token, shape.beam_width, shape.beam_length,
                                top_k, shape.search_width)
         if lookup:
             beams = with_lookup_beam(beams[None], text, length, drafter.ngrams)[0]

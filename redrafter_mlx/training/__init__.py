@@ -5,7 +5,9 @@ Phase 1, the answers, is `distill.py`. Here, one module per job:
 (distillation records -> hidden states and token windows, split, token subset), `loss`
 (Eq. 2 and the soft targets, on the drafter unrolled as in beam search), `schedule` (the
 learning rate), `start` (the drafter a run starts from), `evaluation` (scores and the best
-drafter), `checkpoint` (what a run writes) and `loop` (`train_drafter`).
+drafter), `checkpoint` (what a run writes) and `loop` (`train_drafter`). The drafter is
+ReDrafter's RNN or, with `TrainConfig.kind`, IBM's MLP speculator or Medusa: the loss unrolls
+any stateless kind through the drafting seam.
 """
 
 from __future__ import annotations

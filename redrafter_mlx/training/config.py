@@ -5,6 +5,13 @@ The defaults are the recipe of the shipped SmolLM2-135M drafter (its model card:
 K = 16,384 tokens, exit width = the LLM's hidden size, 2 ResBlocks, T = 4, AdamW on 512
 positions per step, lr 6e-4 after 50 warmup steps, cosine): the default model's default drafter
 is what `redrafter train` with no options retrains.
+
+`kind` picks the drafter trained: ReDrafter's RNN ("redrafter", the default), IBM's MLP
+speculator ("mlp-speculator") or Medusa ("medusa"), all on the same data and loss (`loss.py`
+unrolls any of them through the drafting seam). Each kind reads only its own architecture
+fields; the RNN's (exit_dim, num_draft_layers, rnn, head_tied, token_subset_size) are ignored
+by the others, which score the full vocabulary and ship no n-gram table (`redrafter train`
+refuses those flags with another kind).
 """
 
 from __future__ import annotations
@@ -12,20 +19,36 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..drafter import MODEL_TYPE as RNN_MODEL_TYPE
 from ..drafter import DrafterConfig
+from ..drafting.medusa import MODEL_TYPE as MEDUSA_MODEL_TYPE
+from ..drafting.medusa import MedusaConfig
+from ..drafting.mlp_speculator import MODEL_TYPE as MLP_MODEL_TYPE
+from ..drafting.mlp_speculator import MLPSpeculatorConfig
 from ..tuning import FALLBACK_SHAPE
+
+# `TreeDrafter.kind` of each kind training builds -> the model_type of its folder's config.json
+MODEL_TYPES = {"redrafter": RNN_MODEL_TYPE, "mlp-speculator": MLP_MODEL_TYPE, "medusa": MEDUSA_MODEL_TYPE}
+KINDS = tuple(MODEL_TYPES)
 
 
 @dataclass
 class TrainConfig:
     """Drafter architecture + optimisation settings."""
 
-    # architecture (DrafterConfig fields)
+    kind: str = "redrafter"  # one of KINDS
+    # architecture, kind "redrafter" (DrafterConfig fields)
     exit_dim: int | None = None  # None: the LLM's hidden size; <= 0: 2 * hidden (the reference's)
     num_draft_layers: int = 2
     rnn: bool = True
     head_tied: bool = True
     token_subset_size: int | None = 16384  # None: full vocabulary
+    # kind "mlp-speculator" (MLPSpeculatorConfig; n_predict = predict)
+    inner_dim: int | None = None  # None: the LLM's hidden size
+    tie_weights: bool = False  # one embedding, head and norm shared by all stages (upstream's field)
+    scale_input: bool = False  # the stages start from rms_norm(h) / sqrt(2) (upstream's field)
+    # kind "medusa" (MedusaConfig; num_heads = predict)
+    medusa_layers: int = 1  # ResBlocks per head
     # objective
     predict: int = 4  # T, tokens predicted per position (beam_length - 1 are used)
     soft_targets: float = 0.0  # weight of the CE against the LLM's distribution (0: Eq. 2 only)
@@ -53,8 +76,30 @@ class TrainConfig:
     seed: int = 0
     save_dtype: str = "float16"  # dtype of the shipped weights (loaded back as float32)
 
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        if self.kind == "mlp-speculator" and self.tie_weights and self.predict < 2:
+            raise ValueError("tie_weights needs predict >= 2 (one stage has nothing to tie)")
+
+    @property
+    def head_subset(self) -> int | None:
+        """The size of the head's token subset (None: the full vocabulary): the RNN's alone."""
+        return self.token_subset_size if self.kind == "redrafter" else None
+
+    def kind_config(self, llm_config: dict[str, Any]) -> DrafterConfig | MLPSpeculatorConfig | MedusaConfig:
+        """The config.json of a fresh drafter of `kind` for the LLM whose config.json is `llm_config`."""
+        hidden, vocab = llm_config["hidden_size"], llm_config["vocab_size"]
+        if self.kind == "mlp-speculator":
+            return MLPSpeculatorConfig(emb_dim=hidden, inner_dim=self.inner_dim or hidden, n_predict=self.predict,
+                                       vocab_size=vocab, tie_weights=self.tie_weights, scale_input=self.scale_input)
+        if self.kind == "medusa":
+            return MedusaConfig(vocab_size=vocab, hidden_size=hidden, num_heads=self.predict,
+                                num_layers=self.medusa_layers)
+        return self.drafter_config(llm_config)
+
     def drafter_config(self, llm_config: dict[str, Any]) -> DrafterConfig:
-        """The architecture of a fresh drafter for the LLM whose config.json is `llm_config`."""
+        """The architecture of a fresh RNN drafter for the LLM whose config.json is `llm_config`."""
         hidden = llm_config["hidden_size"]
         return DrafterConfig(
             vocab_size=llm_config["vocab_size"], hidden_size=hidden, num_draft_layers=self.num_draft_layers,

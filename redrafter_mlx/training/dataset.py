@@ -173,7 +173,7 @@ class TrainingData:
     heldout: tuple[np.ndarray, np.ndarray]  # the same for the held-out records
     heldout_answers: list[tuple[np.ndarray, np.ndarray]]  # (response ids, hidden) per held-out record
     token_ids: np.ndarray | None  # the head's token subset (None: full vocabulary)
-    ngrams: NgramTable  # the training answers' set phrases (`ngrams.py`)
+    ngrams: NgramTable | None  # the training answers' set phrases (`ngrams.py`); RNN drafters only
     coverage: float  # share of held-out targets inside the token subset
     train_records: int
     heldout_records: int
@@ -188,21 +188,23 @@ def prepare_data(
     console: Any = None,
 ) -> TrainingData:
     """Read the distillation file, fill the hidden-state store for records that lack
-    states, split, pick the token subset, and tabulate the training answers' set phrases."""
+    states, split, and for an RNN drafter (`cfg.kind`) pick the token subset and tabulate the
+    training answers' set phrases (the other kinds use neither)."""
     records = read_distill_file(distill_file)
     if not records:
         raise InputError(f"{distill_file}: no distillation records")
     hidden = stored_hidden(model, records, HiddenStore(hidden_dir), console)
     train_recs, held_recs = split_records(records, cfg.holdout_fraction)
     token_ids = None
-    if cfg.token_subset_size:
-        token_ids = select_token_subset(train_recs, cfg.token_subset_size, vocab_size)
+    if cfg.head_subset:
+        token_ids = select_token_subset(train_recs, cfg.head_subset, vocab_size)
+    rnn = cfg.kind == "redrafter"
     return TrainingData(
         train=assemble(train_recs, [hidden[r.id] for r in train_recs], cfg.predict),
         heldout=assemble(held_recs, [hidden[r.id] for r in held_recs], cfg.predict),
         heldout_answers=[(np.array(r.response_ids), hidden[r.id]) for r in held_recs],
         token_ids=token_ids,
-        ngrams=build_ngram_table([r.response_ids for r in train_recs], vocab_size),
+        ngrams=build_ngram_table([r.response_ids for r in train_recs], vocab_size) if rnn else None,
         coverage=subset_coverage(held_recs or train_recs, token_ids) if token_ids is not None else 1.0,
         train_records=len(train_recs),
         heldout_records=len(held_recs),

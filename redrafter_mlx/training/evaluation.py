@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import mlx.core as mx
@@ -11,27 +11,27 @@ import numpy as np
 from mlx import nn
 
 from ..decoding import generate_redrafter
-from ..drafter import Drafter, Embedding
+from ..drafter import Embedding
+from ..drafting.seam import TreeDrafter
 from ..replay import replay
 from .config import TrainConfig
 from .loss import head_index_map, unrolled_logits
 
 
 def accuracy(
-    drafter: Drafter, embedding: Embedding, hidden: np.ndarray, tokens: np.ndarray, predict: int,
+    drafter: TreeDrafter, embedding: Embedding, hidden: np.ndarray, tokens: np.ndarray, predict: int,
     batch: int = 2048,
 ) -> dict[str, list[float]]:
     """Teacher-forced top-1 / top-5 accuracy per depth over ALL targets (a target outside
     the token subset counts as a miss, so trimming is charged for what it cannot propose)."""
     index_map = head_index_map(drafter)
-    table = drafter.head_table(embedding)
     hit1 = np.zeros(predict)
     hit5 = np.zeros(predict)
     total = np.zeros(predict)
     for s in range(0, len(hidden), batch):
         h = mx.array(hidden[s : s + batch])
         tok = mx.array(tokens[s : s + batch])
-        logits = unrolled_logits(drafter, embedding, h, tok, predict, table)
+        logits = unrolled_logits(drafter, embedding, h, tok, predict)
         for j, lg in enumerate(logits):
             target = tok[:, j + 1]
             head_target = mx.where(target >= 0, index_map[mx.maximum(target, 0)], -1)
@@ -50,7 +50,7 @@ def accuracy(
 
 
 def decode_eval(
-    model: nn.Module, drafter: Drafter, prompts: Sequence[list[int]], *, beam_width: int,
+    model: nn.Module, drafter: TreeDrafter, prompts: Sequence[list[int]], *, beam_width: int,
     beam_length: int, search_width: int | None = None, max_tokens: int = 128,
     eos_ids: frozenset[int] | set[int] = frozenset(), lookup: bool = False,
 ) -> dict[str, float]:
@@ -95,11 +95,13 @@ class HeldOut:
                 "eval_max_tokens": cfg.eval_max_tokens}
 
 
-def evaluate(model: nn.Module, drafter: Drafter, heldout: HeldOut, cfg: TrainConfig, step: int) -> dict[str, Any]:
+def evaluate(model: nn.Module, drafter: TreeDrafter, heldout: HeldOut, cfg: TrainConfig, step: int) -> dict[str, Any]:
     """One eval entry: held-out top-1/top-5 per depth, tokens/step replayed on the held-out
     answers (`replay.replay`, without lookups: it measures the drafter), and tokens/step
-    decoding the first `cfg.eval_prompts` prompts; each only where there is data for it."""
+    decoding the first `cfg.eval_prompts` prompts; each only where there is data for it.
+    The tree's beams are cut to the drafter's deepest (`max_beam_length`: heads or stages + 1)."""
     entry: dict[str, Any] = {"step": step}
+    cfg = replace(cfg, beam_length=min(cfg.beam_length, drafter.max_beam_length or cfg.beam_length))
     if len(heldout.positions[0]):
         entry |= accuracy(drafter, model.embedding, *heldout.positions, cfg.predict)
     if heldout.answers:

@@ -18,6 +18,7 @@ from mlx import nn
 from mlx.utils import tree_map
 
 from ..drafter import Drafter
+from ..drafting.seam import TreeDrafter
 from ..errors import InputError
 from ..ngrams import NgramTable
 from ..progress import start_progress
@@ -27,7 +28,7 @@ from .dataset import later_states
 from .evaluation import HeldOut, evaluate, format_entry, score
 from .loss import loss_and_grad, loss_blas_threads
 from .schedule import make_optimizer
-from .start import make_drafter, starting_drafter
+from .start import check_depths, make_drafter, starting_drafter
 
 LOSS_EMA = 0.95  # smoothing of the loss shown and logged (the raw values go to the run state)
 
@@ -38,7 +39,7 @@ class TrainResult:
     seconds: float
     history: list[dict[str, Any]] = field(default_factory=list)
     best: dict[str, Any] | None = None
-    drafter: Drafter | None = None
+    drafter: TreeDrafter | None = None
 
 
 def batch_rows(cfg: TrainConfig, n_train: int, micro_batch: int) -> np.ndarray:
@@ -64,7 +65,7 @@ def micro_batch(
 
 
 def optimizer_step(
-    drafter: Drafter, opt: optim.Optimizer, loss_and_grad_fn: Callable[..., Any],
+    drafter: TreeDrafter, opt: optim.Optimizer, loss_and_grad_fn: Callable[..., Any],
     batches: Iterable[tuple[mx.array, mx.array, mx.array | None]], cfg: TrainConfig,
 ) -> float:
     """One update with the gradient averaged over the micro-batches (`cfg.grad_accum` of
@@ -102,17 +103,20 @@ def train_drafter(
     console: Any = None,
     log: Callable[[dict[str, Any]], None] | None = None,
 ) -> TrainResult:
-    """Train a drafter on cached hidden states; checkpoints go to work_dir/checkpoint.
+    """Train a drafter of kind `cfg.kind` on cached hidden states; checkpoints go to
+    work_dir/checkpoint.
 
     train_data / heldout_data: (hidden (N, D), windows (N, T+1)) from `prepare_data`.
-    A new run starts from a fresh drafter, or from the drafter folder `init_from` (its
-    weights, architecture and token subset; `cfg`'s architecture fields are then unused)
-    with a fresh optimizer and schedule: fine-tuning, e.g. with other targets or data.
+    A new run starts from a fresh drafter (Medusa's heads copy `model`'s output head), or
+    from the drafter folder `init_from` (of kind `cfg.kind`: its weights, architecture and
+    token subset; `cfg`'s architecture fields are then unused) with a fresh optimizer and
+    schedule: fine-tuning, e.g. with other targets or data.
     At every eval the drafter is scored (`evaluation.evaluate`) on the held-out positions,
     `heldout_answers` ((tokens, hidden) per held-out answer) and `eval_prompt_ids`; when
     `out_dir` is set it is saved there whenever its `evaluation.score` is the best so far.
-    `ngrams` (from `prepare_data`) is saved with the drafter; the held-out replay drafts
-    without lookups, so it does not change which checkpoint is best.
+    `ngrams` (from `prepare_data`) is saved with an RNN drafter (the other kinds' folders
+    hold none); the held-out replay drafts without lookups, so it does not change which
+    checkpoint is best.
     """
     if len(train_data[0]) == 0:
         raise InputError("no training positions (empty distillation data?)")
@@ -122,8 +126,9 @@ def train_drafter(
     if resume and checkpoint.exists(folder):
         drafter, state, opt = _resumed(folder, cfg, eval_set, console)
     else:
-        drafter, state, opt = _started(cfg, llm_config, len(train_data[0]), token_ids, init_from, eval_set)
-    drafter.ngrams = ngrams
+        drafter, state, opt = _started(model, cfg, llm_config, len(train_data[0]), token_ids, init_from, eval_set)
+    if isinstance(drafter, Drafter):
+        drafter.ngrams = ngrams
     step_loss_and_grad = loss_and_grad(model, drafter, cfg.predict, cfg.soft_targets)
     total_steps = state["total_steps"]
     bar, task = start_progress(console, "training", total_steps, completed=state["step"],
@@ -159,13 +164,13 @@ def train_drafter(
 
 
 def _started(
-    cfg: TrainConfig, llm_config: dict[str, Any], positions: int, token_ids: np.ndarray | None,
+    model: nn.Module, cfg: TrainConfig, llm_config: dict[str, Any], positions: int, token_ids: np.ndarray | None,
     init_from: str | Path | None, eval_set: dict[str, int],
-) -> tuple[Drafter, dict[str, Any], optim.Optimizer]:
+) -> tuple[TreeDrafter, dict[str, Any], optim.Optimizer]:
     """A new run's drafter (fresh, or the one in `init_from`), run state and optimizer, its
     schedule planned for `cfg.steps`, else `cfg.epochs` over the `positions` training positions."""
-    drafter = (starting_drafter(init_from, llm_config) if init_from is not None
-               else make_drafter(cfg, llm_config, token_ids, cfg.seed))
+    drafter = (starting_drafter(init_from, llm_config, cfg.kind, cfg.predict) if init_from is not None
+               else make_drafter(cfg, llm_config, token_ids, cfg.seed, model))
     total_steps = cfg.steps or max(1, math.ceil(cfg.epochs * positions / (cfg.batch_positions * cfg.grad_accum)))
     state = {"step": 0, "history": [], "best": None, "config": asdict(cfg), "total_steps": total_steps,
              "eval_set": eval_set}
@@ -174,11 +179,14 @@ def _started(
 
 def _resumed(
     folder: Path, cfg: TrainConfig, eval_set: dict[str, int], console: Any,
-) -> tuple[Drafter, dict[str, Any], optim.Optimizer]:
+) -> tuple[TreeDrafter, dict[str, Any], optim.Optimizer]:
     """The checkpoint's drafter, run state and optimizer (`cfg.steps`, when set, replaces the
     planned total). A best-so-far score measured on another held-out set or with other eval
     settings is not comparable: it starts over."""
     drafter, state, opt_state = checkpoint.load(folder)
+    if drafter.kind != cfg.kind:
+        raise InputError(f"the checkpoint in {folder} holds a {drafter.kind} drafter; the run trains kind {cfg.kind}")
+    check_depths(drafter, cfg.predict, str(folder))
     if cfg.steps is not None:
         state["total_steps"] = cfg.steps
     if state.get("eval_set") != eval_set:
@@ -193,7 +201,7 @@ def _resumed(
 
 
 def _record(
-    state: dict[str, Any], entry: dict[str, Any], drafter: Drafter, cfg: TrainConfig,
+    state: dict[str, Any], entry: dict[str, Any], drafter: TreeDrafter, cfg: TrainConfig,
     out_dir: str | Path | None, log: Callable[[dict[str, Any]], None] | None,
 ) -> None:
     """Add an eval entry to the run's history; a new best is saved to `out_dir`."""

@@ -4,11 +4,17 @@ Semantics (identical to `beam_search` at inference). For a distilled sequence y 
 LLM response) and a position t whose next token y_{t+1} lies in the response, let h_t be
 the LLM's final-norm hidden state after y_{<=t} (the one that produced y_{t+1}). At
 inference y_{t+1} is the *guaranteed token*: the first beam token and the drafter's first
-RNN input. So the drafter, conditioned on h_t, reads y_{t+1}, ..., y_{t+T} one at a time
-(s_j = update(s_{j-1}, E(y_{t+j})), s_0 = 0) and after reading y_{t+j} predicts y_{t+j+1},
-j = 1..T. The loss is the sum over j of the mean cross-entropy at depth j (Eq. 2), over
-every valid position t of every sequence in the batch at once: the work is (M, hidden)
-tensors for M sampled positions, T recurrent steps.
+input. So the drafter, conditioned on h_t, reads y_{t+1}, ..., y_{t+T} one at a time and
+after reading y_{t+j} predicts y_{t+j+1}, j = 1..T. The loss is the sum over j of the mean
+cross-entropy at depth j (Eq. 2), over every valid position t of every sequence in the
+batch at once: the work is (M, hidden) tensors for M sampled positions, T steps.
+
+The unrolling goes through the drafting seam (`drafting.seam`), the very step function beam
+search calls, with teacher forcing: `draft_steps(h_t)` then, at depth j, `step(state,
+y_{t+j}, j - 1)`. So any stateless drafter kind trains here: ReDrafter's RNN (the state is
+s_j = update(s_{j-1}, E(y_{t+j})), s_0 = 0), the MLP speculator (its stage chain) and Medusa
+(head j - 1 on h_t, the tokens unread). For the RNN this is the same arithmetic as unrolling
+it by hand, bit for bit.
 
 Soft targets (`TrainConfig.soft_targets` = weight alpha in [0, 1]): the stored states also
 give the LLM's whole next-token distribution at every response position, for the price of
@@ -33,16 +39,24 @@ import numpy as np
 from mlx import nn
 
 from .. import fastmath, runtime
-from ..drafter import Drafter, Embedding, embed_tokens
+from ..drafter import Embedding
+from ..drafting.seam import TreeDrafter
 
 
-def head_index_map(drafter: Drafter) -> mx.array:
+def head_token_ids(drafter: TreeDrafter) -> mx.array | None:
+    """The vocabulary ids of the tokens the drafter's head scores, in head order; None when
+    it scores the whole vocabulary (an untrimmed RNN, the MLP speculator, Medusa)."""
+    return drafter.get("token_ids") if isinstance(drafter, nn.Module) else None
+
+
+def head_index_map(drafter: TreeDrafter) -> mx.array:
     """(V,) int32: full-vocabulary id -> head index, -1 for tokens the head cannot score."""
     vocab = drafter.config.vocab_size
-    if not drafter.is_trimmed:
+    ids = head_token_ids(drafter)
+    if ids is None:
         return mx.arange(vocab, dtype=mx.int32)
     table = np.full(vocab, -1, np.int32)
-    table[np.array(drafter.token_ids)] = np.arange(drafter.config.head_size, dtype=np.int32)
+    table[np.array(ids)] = np.arange(len(ids), dtype=np.int32)
     return mx.array(table)
 
 
@@ -61,23 +75,24 @@ def depth_stream(streams: Sequence[mx.Stream], depth: int) -> contextlib.Abstrac
 
 
 def unrolled_logits(
-    drafter: Drafter, embedding: Embedding, hidden: mx.array, tokens: mx.array, predict: int,
-    table: Any = None, streams: Sequence[mx.Stream] = (),
+    drafter: TreeDrafter, embedding: Embedding, hidden: mx.array, tokens: mx.array, predict: int,
+    streams: Sequence[mx.Stream] = (),
 ) -> list[mx.array]:
-    """Head logits at depths 1..predict for a batch of positions, as in beam search.
+    """Head logits (M, K) at depths 1..predict for a batch of positions, as in beam search.
 
     hidden (M, D): h_t; tokens (M, predict + 1): [y_{t+1}, ...] (column 0 = guaranteed
     token; -1 entries are clamped, their outputs are masked by the caller).
-    Depth j reads y_{t+j} into the RNN state and scores y_{t+j+1}, on stream
-    `depth_stream(streams, j)` (the depths' heads are independent).
+    Depth j = 1..predict is seam step j - 1: it reads y_{t+j} (column j - 1) and scores
+    y_{t+j+1} (column j), on stream `depth_stream(streams, j - 1)` (the depths' heads are
+    independent; only a kind's state, small, chains them).
     """
-    inputs = mx.stop_gradient(embed_tokens(embedding, mx.maximum(tokens[:, :predict], 0)))
-    state = drafter.init_state(hidden.shape[:1], dtype=hidden.dtype)
+    state, step = drafter.draft_steps(hidden[:, None, :], embedding)
+    inputs = mx.maximum(tokens, 0)
     out = []
     for j in range(predict):
-        state = drafter.update_state(state, inputs[:, j])
         with depth_stream(streams, j):
-            out.append(drafter.head_logits(drafter.features(hidden, state), table))
+            state, logits = step(state, inputs[:, j : j + 1], j)
+            out.append(logits[:, 0])
     return out
 
 
@@ -92,7 +107,7 @@ def teacher_head(model: nn.Module, hidden_size: int, token_ids: mx.array | np.nd
 
 
 def drafter_loss(
-    drafter: Drafter, embedding: Embedding, hidden: mx.array, tokens: mx.array, index_map: mx.array,
+    drafter: TreeDrafter, embedding: Embedding, hidden: mx.array, tokens: mx.array, index_map: mx.array,
     predict: int, soft: float = 0.0, teacher: tuple[mx.array, mx.array] | None = None,
 ) -> tuple[mx.array, mx.array]:
     """Eq. 2: sum over depths of the mean cross-entropy of valid targets (targets outside
@@ -105,11 +120,8 @@ def drafter_loss(
     step on CPU) run on `runtime.parallel_streams()`, i.e. on all cores of a CPU."""
     if soft > 0 and teacher is None:
         raise ValueError("soft targets need the teacher's states and head rows")
-    table = drafter.head_table(embedding)
-    if table is not None and isinstance(table, mx.array):
-        table = mx.stop_gradient(table)
     streams = runtime.parallel_streams()
-    logits = unrolled_logits(drafter, embedding, hidden, tokens, predict, table, streams)
+    logits = unrolled_logits(drafter, embedding, hidden, tokens, predict, streams)
     total = mx.array(0.0)
     counts = []
     for j, lg in enumerate(logits):
@@ -134,15 +146,15 @@ def drafter_loss(
     return total, mx.stack(counts)
 
 
-def loss_and_grad(model: nn.Module, drafter: Drafter, predict: int, soft: float) -> Callable[..., Any]:
+def loss_and_grad(model: nn.Module, drafter: TreeDrafter, predict: int, soft: float) -> Callable[..., Any]:
     """`drafter_loss` and its gradient for `drafter` as one function of a micro-batch
     (hidden (M, D), windows (M, T+1), later states (M, T, D) or None): the LLM's embedding,
     the head's index map and, with soft targets, the teacher's head rows bound once."""
     embedding = model.embedding
     index_map = head_index_map(drafter)
-    rows = teacher_head(model, drafter.config.hidden_size, drafter.get("token_ids")) if soft > 0 else None
+    rows = teacher_head(model, drafter.config.hidden_size, head_token_ids(drafter)) if soft > 0 else None
 
-    def loss_fn(d: Drafter, hidden: mx.array, tokens: mx.array, later: mx.array | None) -> mx.array:
+    def loss_fn(d: TreeDrafter, hidden: mx.array, tokens: mx.array, later: mx.array | None) -> mx.array:
         teacher = None if later is None else (later, rows)
         return drafter_loss(d, embedding, hidden, tokens, index_map, predict, soft, teacher)[0]
 
