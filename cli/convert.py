@@ -33,9 +33,9 @@ CheckModelOpt = Annotated[Optional[str], typer.Option(
 )]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace an existing OUT.")]
 FormatOpt = Annotated[Optional[str], typer.Option(
-    "--format", "-f", metavar="|".join(FORMATS),
-    help="The checkpoint's kind (default: detected from its files: medusa_lm_head.*, an MLP speculator's "
-         "config, EAGLE's fc layer, else ReDrafter).", show_default=False,
+    "--format", "-f", metavar="FORMAT",
+    help=f"The checkpoint's kind: {', '.join(FORMATS)} (default: detected from its files: "
+         "medusa_lm_head.*, an MLP speculator's config, EAGLE's fc layer, else ReDrafter).", show_default=False,
 )]
 HeadTokensOpt = Annotated[Optional[int], typer.Option(
     "--head-tokens", min=1, help="Trim the head to the LLM's (-M) K most frequent tokens (in --token-corpus); others are never drafted.",
