@@ -27,6 +27,7 @@ from .options import DTypeOpt, ModelOpt, decoding_options
 WORK = "training"  # OUT/training/: distillation data, hidden-state cache, checkpoint, log
 DEFAULTS = TrainConfig()  # the shipped drafter's recipe
 KIND_PANEL, RNN_PANEL, MLP_PANEL = "Drafter", "Drafter: --kind redrafter only", "Drafter: --kind mlp-speculator only"
+EAGLE_PANEL = "Drafter: --kind eagle only"
 # Architecture flags of one kind: refused (one line) when given with another kind.
 KIND_ONLY = {
     "exit_dim": ("--exit-dim", ("redrafter",)),
@@ -37,6 +38,13 @@ KIND_ONLY = {
     "inner_dim": ("--inner-dim", ("mlp-speculator",)),
     "tie_weights": ("--tie-weights", ("mlp-speculator",)),
     "scale_input": ("--scale-input", ("mlp-speculator",)),
+    "predict": ("--predict", ("redrafter", "mlp-speculator", "medusa")),
+    "eagle_layers": ("--eagle-layers", ("eagle",)),
+    "eagle_seq": ("--eagle-seq", ("eagle",)),
+    "eagle_noise": ("--eagle-noise", ("eagle",)),
+    "eagle_reg_weight": ("--eagle-reg-weight", ("eagle",)),
+    "eagle_cls_weight": ("--eagle-cls-weight", ("eagle",)),
+    "eagle_stage_prompt": ("--eagle-stage-prompt", ("eagle",)),
 }
 
 
@@ -89,8 +97,8 @@ def train(
     sampled_fraction: Annotated[float, typer.Option("--sampled-fraction", min=0.0, max=1.0, help="Share of answers sampled (rest greedy).")] = 0.5,
     distill_temp: Annotated[float, typer.Option("--distill-temp", min=0.0, help="Temperature of sampled answers.")] = 0.7,
     skip_distill: Annotated[bool, typer.Option("--skip-distill", help="Train on the distillation data as it is.")] = False,
-    kind: Annotated[str | None, typer.Option("--kind", metavar="|".join(KINDS), rich_help_panel=KIND_PANEL, show_default=False, help="Drafter to train: redrafter (ReDrafter's RNN), mlp-speculator (IBM's MLP speculator) or medusa (Medusa heads); the last two score the whole vocabulary and ship no n-gram table. Default: redrafter, or the kind of --init-from, or with --resume of OUT's checkpoint.")] = None,
-    predict: Annotated[int, typer.Option("--predict", min=1, rich_help_panel=KIND_PANEL, help="Tokens predicted per position (T); also the MLP speculator's stages and Medusa's heads.")] = DEFAULTS.predict,
+    kind: Annotated[str | None, typer.Option("--kind", metavar="|".join(KINDS), rich_help_panel=KIND_PANEL, show_default=False, help="Drafter to train: redrafter (ReDrafter's RNN), mlp-speculator (IBM's MLP speculator), medusa (Medusa heads) or eagle (EAGLE-1: decoder layers that draft the LLM's features, trained on whole answers with its own loss); all but the RNN score the whole vocabulary and ship no n-gram table. Default: redrafter, or the kind of --init-from, or with --resume of OUT's checkpoint.")] = None,
+    predict: Annotated[int, typer.Option("--predict", min=1, rich_help_panel=KIND_PANEL, help="Tokens predicted per position (T); also the MLP speculator's stages and Medusa's heads (not EAGLE's: it trains at depth 1).")] = DEFAULTS.predict,
     layers: Annotated[int | None, typer.Option("--layers", min=0, rich_help_panel=KIND_PANEL, show_default=False, help=f"ResBlocks: the RNN's (default {DEFAULTS.num_draft_layers}) or each Medusa head's (default {DEFAULTS.medusa_layers}).")] = None,
     exit_dim: Annotated[int | None, typer.Option("--exit-dim", rich_help_panel=RNN_PANEL, help="Drafter width (default: the LLM's hidden size; <=0: 2 x hidden, the paper's).")] = DEFAULTS.exit_dim,
     rnn: Annotated[bool, typer.Option("--rnn/--no-rnn", rich_help_panel=RNN_PANEL, help="RNN state update (else sum of embeddings).")] = DEFAULTS.rnn,
@@ -99,7 +107,13 @@ def train(
     inner_dim: Annotated[int | None, typer.Option("--inner-dim", min=1, rich_help_panel=MLP_PANEL, show_default=False, help="Width of the stages (default: the LLM's hidden size).")] = DEFAULTS.inner_dim,
     tie_weights: Annotated[bool, typer.Option("--tie-weights/--no-tie-weights", rich_help_panel=MLP_PANEL, help="One embedding, head and norm shared by all stages (upstream's tie_weights; needs --predict >= 2).")] = DEFAULTS.tie_weights,
     scale_input: Annotated[bool, typer.Option("--scale-input/--no-scale-input", rich_help_panel=MLP_PANEL, help="Start the stages from rms_norm(h) / sqrt(2) (upstream's scale_input).")] = DEFAULTS.scale_input,
-    soft_targets: Annotated[float, typer.Option("--soft-targets", min=0.0, max=1.0, help="Weight of the loss against the LLM's whole next-token distribution (0: its tokens only, paper Eq. 2).")] = DEFAULTS.soft_targets,
+    eagle_layers: Annotated[int, typer.Option("--eagle-layers", min=1, rich_help_panel=EAGLE_PANEL, help="Decoder layers, each of the LLM's own shape (upstream's: 1).")] = DEFAULTS.eagle_layers,
+    eagle_seq: Annotated[int, typer.Option("--eagle-seq", min=2, rich_help_panel=EAGLE_PANEL, help="Tokens per training sequence (an answer, longer ones cropped at random); --batch-positions / --eagle-seq answers per step.")] = DEFAULTS.eagle_seq,
+    eagle_noise: Annotated[float, typer.Option("--eagle-noise", min=0.0, rich_help_panel=EAGLE_PANEL, help="Width of the uniform noise added to the input features (0.2: U(-0.1, 0.1), the paper's).")] = DEFAULTS.eagle_noise,
+    eagle_reg_weight: Annotated[float, typer.Option("--eagle-reg-weight", min=0.0, rich_help_panel=EAGLE_PANEL, help="Weight of the SmoothL1 loss on the next feature (upstream's v_w).")] = DEFAULTS.eagle_reg_weight,
+    eagle_cls_weight: Annotated[float, typer.Option("--eagle-cls-weight", min=0.0, rich_help_panel=EAGLE_PANEL, help="Weight of the LLM head's cross-entropy on EAGLE's feature (upstream's p_w); --soft-targets 1 makes its target the LLM's distribution, as upstream.")] = DEFAULTS.eagle_cls_weight,
+    eagle_stage_prompt: Annotated[bool, typer.Option("--eagle-stage-prompt/--no-eagle-stage-prompt", rich_help_panel=EAGLE_PANEL, help="Save the EAGLE to read the prompt's pairs before drafting (upstream's inference); off, it starts at the first answer token, as it was trained.")] = DEFAULTS.eagle_stage_prompt,
+    soft_targets: Annotated[float, typer.Option("--soft-targets", min=0.0, max=1.0, help="Weight of the loss against the LLM's whole next-token distribution (0: its tokens only, paper Eq. 2; EAGLE: of its cross-entropy term).")] = DEFAULTS.soft_targets,
     lr: Annotated[float, typer.Option("--lr", min=0.0, help="Peak learning rate (cosine decay to a tenth of it).")] = DEFAULTS.lr,
     warmup_steps: Annotated[int, typer.Option("--warmup-steps", min=0, help="Linear warmup before the cosine decay (at most a fifth of the run).")] = DEFAULTS.warmup_steps,
     batch_positions: Annotated[int, typer.Option("--batch-positions", min=1, help="Positions per micro-batch.")] = DEFAULTS.batch_positions,
@@ -112,15 +126,15 @@ def train(
     seed: Annotated[int, typer.Option("--seed")] = DEFAULTS.seed,
     dtype: DTypeOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run in OUT.")] = False,
-    init_from: Annotated[Path | None, typer.Option("--init-from", help="Start from this drafter folder (a redrafter, mlp-speculator or medusa one: its weights, architecture, token subset) with a fresh optimizer and schedule: fine-tuning.")] = None,
+    init_from: Annotated[Path | None, typer.Option("--init-from", help="Start from this drafter folder (a redrafter, mlp-speculator, medusa or eagle one: its weights, architecture, token subset) with a fresh optimizer and schedule: fine-tuning.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Delete a non-empty OUT and start over.")] = False,
     *,
     options: DecodingOptions,
 ) -> None:
     """Train a drafter for MODEL: distil its answers, then fit the drafter to them (Eq. 2).
     ReDrafter's RNN by default, or (--kind) an MLP speculator or Medusa heads, on the same
-    data and loss. The defaults are the recipe of the shipped SmolLM2-135M drafter (see its
-    model card)."""
+    data and loss, or an EAGLE on the same data with its own loss. The defaults are the recipe
+    of the shipped SmolLM2-135M drafter (see its model card)."""
     from redrafter_mlx.distill import check_extensible, distill
     from redrafter_mlx.distill_workers import distill_in_workers
     from redrafter_mlx.training import prepare_data, train_drafter
@@ -212,13 +226,15 @@ def train_config(options: Mapping[str, Any], decoding: DecodingOptions = Decodin
     a drafter without calibration (explicit -w/-l/-s win)."""
     tree = resolve_shape(None, decoding.beam_width, decoding.beam_length, decoding.search_width)
     kind, layers = options.get("kind") or "redrafter", options["layers"]
+    eagle = {k: options[k] for k in ("eagle_layers", "eagle_seq", "eagle_noise", "eagle_reg_weight",
+                                     "eagle_cls_weight", "eagle_stage_prompt")}
     return TrainConfig(
         kind=kind, exit_dim=options["exit_dim"], rnn=options["rnn"], head_tied=options["tied"],
         num_draft_layers=DEFAULTS.num_draft_layers if layers is None or kind != "redrafter" else layers,
         token_subset_size=(options["token_subset"] or None) if kind == "redrafter" else None,
         inner_dim=options["inner_dim"], tie_weights=options["tie_weights"], scale_input=options["scale_input"],
         medusa_layers=DEFAULTS.medusa_layers if layers is None or kind != "medusa" else layers,
-        predict=options["predict"],
+        predict=1 if kind == "eagle" else options["predict"], **eagle,
         soft_targets=options["soft_targets"], lr=options["lr"], warmup_steps=options["warmup_steps"],
         batch_positions=options["batch_positions"], grad_accum=options["grad_accum"], steps=options["steps"],
         epochs=options["epochs"], eval_every=options["eval_every"], checkpoint_every=options["eval_every"],

@@ -244,7 +244,7 @@ def test_cli_trains_each_kind_and_refuses_other_kinds_flags(tmp_path, write_tiny
                           (["--kind", "mlp-speculator", "--tied"], "--tied/--untied is for --kind redrafter, not mlp-speculator"),
                           (["--kind", "mlp-speculator", "--layers", "2"], "--layers is for --kind redrafter or medusa"),
                           (["--inner-dim", "32"], "--inner-dim is for --kind mlp-speculator, not redrafter"),
-                          (["--kind", "eagle"], "--kind: choose one of redrafter, mlp-speculator, medusa"),
+                          (["--kind", "draft-llm"], "--kind: choose one of redrafter, mlp-speculator, medusa, eagle"),
                           (["--kind", "mlp-speculator", "--tie-weights", "--predict", "1"], "tie_weights needs predict >= 2")]:
         result = run("refused", *args)
         assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output

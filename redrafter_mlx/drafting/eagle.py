@@ -11,6 +11,15 @@ feature t + 1, which the TARGET's lm_head turns into logits, and which is paired
 drafted token for the next depth. Here the beams grow by beam search over those logits (the
 EAGLE-2 tree ranks nodes by the same cumulative probability); the MLX folder keeps the
 upstream keys with `model_type: eagle_drafter` in its config.
+
+The token embedding is a frozen copy of the LLM's (upstream sets `requires_grad = False` in
+the constructor; here `embed_tokens` is frozen the same way, so training moves `fc` and the
+layers only). Config key `stage_prompt` (default true, upstream's behaviour): a session
+first feeds EAGLE the pairs of the prompt (every prompt token after the first with the
+feature before it). Drafters trained here (`training.eagle`) saw only the answers' pairs,
+their sequences starting at the first answer token, and are saved with `stage_prompt:
+false`: their session starts as their training sequences did, at that first pair. Either
+way decoding is exact; the flag only changes the drafts.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import mlx.nn as nn
 from mlx.utils import tree_flatten
 from mlx_lm.models.llama import ModelArgs
 
+from .. import fastmath
 from ..cache import KVCache
 from ..drafter import DrafterLoadError, _cast, _check_weights
 from ..models.llama import MLP, Attention, Model
@@ -34,13 +44,20 @@ MODEL_TYPE = "eagle_drafter"
 WEIGHTS_FILE = "model.safetensors"
 
 
+class EagleMLP(MLP):
+    """The Llama MLP with a differentiable SwiGLU (`fastmath.trainable_swiglu`): EAGLE trains."""
+
+    def __call__(self, x: mx.array) -> mx.array:
+        return self.down_proj(fastmath.trainable_swiglu(self.gate_proj(x), self.up_proj(x)))
+
+
 class EagleLayer(nn.Module):
     """A Llama decoder layer; the first one has no input norm (its input is `fc`'s output)."""
 
     def __init__(self, args: ModelArgs, first: bool):
         super().__init__()
         self.self_attn = Attention(args)
-        self.mlp = MLP(args)
+        self.mlp = EagleMLP(args)
         if not first:
             self.input_layernorm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
         self.post_attention_layernorm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
@@ -65,6 +82,8 @@ class Eagle(nn.Module, TreeDrafter):
         self.embed_tokens = nn.Embedding(self.args.vocab_size, hidden)
         self.fc = nn.Linear(2 * hidden, hidden, bias=config.get("bias", True))
         self.layers = [EagleLayer(self.args, i == 0) for i in range(self.args.num_hidden_layers)]
+        self.embed_tokens.freeze()  # the LLM's embedding, never trained (upstream's requires_grad=False)
+        self.stage_prompt = bool(config.get("stage_prompt", True))
         self.source: Path | None = None
 
     def __call__(self, tokens: mx.array, features: mx.array, cache: Any, positions: mx.array,
@@ -89,14 +108,17 @@ class Eagle(nn.Module, TreeDrafter):
 
 
 class EagleSession(TreeDrafter):
-    """EAGLE's cache for one generation, filled with the pairs the prompt's features allow."""
+    """EAGLE's cache for one generation, filled with the pairs the prompt's features allow
+    (none when the EAGLE's config says `stage_prompt: false`: its first pair is then the
+    first answer token with the prompt's last feature, staged by the decoder)."""
 
     stateful = True
 
     def __init__(self, eagle: Eagle, target: Model, tokens: list[int], hidden: mx.array):
         self.eagle, self.target = eagle, target
         self.cache = DraftCache(KVCache(len(eagle.layers)))
-        pairs = hidden.shape[0] - 1  # feature i predicts the token after it; the last one waits for stage
+        # feature i predicts the token after it; the last one waits for stage
+        pairs = hidden.shape[0] - 1 if eagle.stage_prompt else 0
         if pairs > 0:
             follow = mx.array(tokens[len(tokens) - pairs:], mx.int32)[None]
             positions = mx.arange(pairs, dtype=mx.int32)[None]

@@ -32,6 +32,7 @@ SAVERS = {
     "redrafter": "redrafter_mlx.drafter:save_drafter",
     "mlp-speculator": "redrafter_mlx.drafting.mlp_speculator:save_mlp_speculator",
     "medusa": "redrafter_mlx.drafting.medusa:save_medusa",
+    "eagle": "redrafter_mlx.drafting.eagle:save_eagle",
 }
 
 

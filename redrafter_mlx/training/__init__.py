@@ -7,7 +7,8 @@ Phase 1, the answers, is `distill.py`. Here, one module per job:
 learning rate), `start` (the drafter a run starts from), `evaluation` (scores and the best
 drafter), `checkpoint` (what a run writes) and `loop` (`train_drafter`). The drafter is
 ReDrafter's RNN or, with `TrainConfig.kind`, IBM's MLP speculator or Medusa: the loss unrolls
-any stateless kind through the drafting seam.
+any stateless kind through the drafting seam; or EAGLE, trained on whole answers by its own
+objective (`eagle`: next-feature regression + the LLM head's cross-entropy, teacher-forced).
 """
 
 from __future__ import annotations

@@ -8,19 +8,24 @@ is what `redrafter train` with no options retrains.
 
 `kind` picks the drafter trained: ReDrafter's RNN ("redrafter", the default), IBM's MLP
 speculator ("mlp-speculator") or Medusa ("medusa"), all on the same data and loss (`loss.py`
-unrolls any of them through the drafting seam). Each kind reads only its own architecture
-fields; the RNN's (exit_dim, num_draft_layers, rnn, head_tied, token_subset_size) are ignored
-by the others, which score the full vocabulary and ship no n-gram table (`redrafter train`
-refuses those flags with another kind).
+unrolls any of them through the drafting seam), or EAGLE ("eagle"), stateful, on the same
+data with its own objective (`eagle.py`: feature regression + the LLM head's cross-entropy
+over whole answers, teacher-forced). Each kind reads only its own architecture fields; the
+RNN's (exit_dim, num_draft_layers, rnn, head_tied, token_subset_size) are ignored by the
+others, which score the full vocabulary and ship no n-gram table (`redrafter train` refuses
+those flags with another kind).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
+
+from mlx_lm.models.llama import ModelArgs
 
 from ..drafter import MODEL_TYPE as RNN_MODEL_TYPE
 from ..drafter import DrafterConfig
+from ..drafting.eagle import MODEL_TYPE as EAGLE_MODEL_TYPE
 from ..drafting.medusa import MODEL_TYPE as MEDUSA_MODEL_TYPE
 from ..drafting.medusa import MedusaConfig
 from ..drafting.mlp_speculator import MODEL_TYPE as MLP_MODEL_TYPE
@@ -28,7 +33,8 @@ from ..drafting.mlp_speculator import MLPSpeculatorConfig
 from ..tuning import FALLBACK_SHAPE
 
 # `TreeDrafter.kind` of each kind training builds -> the model_type of its folder's config.json
-MODEL_TYPES = {"redrafter": RNN_MODEL_TYPE, "mlp-speculator": MLP_MODEL_TYPE, "medusa": MEDUSA_MODEL_TYPE}
+MODEL_TYPES = {"redrafter": RNN_MODEL_TYPE, "mlp-speculator": MLP_MODEL_TYPE, "medusa": MEDUSA_MODEL_TYPE,
+               "eagle": EAGLE_MODEL_TYPE}
 KINDS = tuple(MODEL_TYPES)
 
 
@@ -49,6 +55,14 @@ class TrainConfig:
     scale_input: bool = False  # the stages start from rms_norm(h) / sqrt(2) (upstream's field)
     # kind "medusa" (MedusaConfig; num_heads = predict)
     medusa_layers: int = 1  # ResBlocks per head
+    # kind "eagle" (the LLM's own config with eagle_layers decoder layers, as upstream's EConfig;
+    # `predict` unused: EAGLE is trained at depth 1 on the LLM's true features, `eagle.py`)
+    eagle_layers: int = 1
+    eagle_seq: int = 128  # tokens per training sequence: longer answers are cropped at random
+    eagle_noise: float = 0.2  # width of the uniform noise on the input features: U(-0.1, 0.1)
+    eagle_reg_weight: float = 1.0  # SmoothL1 on the next feature (upstream's v_w)
+    eagle_cls_weight: float = 0.1  # cross-entropy of the LLM head on it (upstream's p_w)
+    eagle_stage_prompt: bool = False  # the saved config's stage_prompt (`drafting.eagle`)
     # objective
     predict: int = 4  # T, tokens predicted per position (beam_length - 1 are used)
     soft_targets: float = 0.0  # weight of the CE against the LLM's distribution (0: Eq. 2 only)
@@ -81,15 +95,30 @@ class TrainConfig:
             raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         if self.kind == "mlp-speculator" and self.tie_weights and self.predict < 2:
             raise ValueError("tie_weights needs predict >= 2 (one stage has nothing to tie)")
+        if self.kind == "eagle" and (self.eagle_layers < 1 or self.eagle_seq < 2):
+            raise ValueError("eagle_layers must be >= 1 and eagle_seq >= 2")
 
     @property
     def head_subset(self) -> int | None:
         """The size of the head's token subset (None: the full vocabulary): the RNN's alone."""
         return self.token_subset_size if self.kind == "redrafter" else None
 
-    def kind_config(self, llm_config: dict[str, Any]) -> DrafterConfig | MLPSpeculatorConfig | MedusaConfig:
-        """The config.json of a fresh drafter of `kind` for the LLM whose config.json is `llm_config`."""
+    @property
+    def eagle_rows(self) -> int:
+        """EAGLE's sequences per micro-batch: `batch_positions` tokens in sequences of `eagle_seq`."""
+        return max(1, self.batch_positions // self.eagle_seq)
+
+    def kind_config(
+        self, llm_config: dict[str, Any],
+    ) -> DrafterConfig | MLPSpeculatorConfig | MedusaConfig | dict[str, Any]:
+        """The config.json of a fresh drafter of `kind` for the LLM whose config.json is `llm_config`
+        (EAGLE's is a dict: the LLM's Llama fields with `eagle_layers` layers, as upstream's EConfig)."""
         hidden, vocab = llm_config["hidden_size"], llm_config["vocab_size"]
+        if self.kind == "eagle":
+            llama = {f.name for f in fields(ModelArgs)}
+            return {k: v for k, v in llm_config.items() if k in llama} | {
+                "model_type": EAGLE_MODEL_TYPE, "num_hidden_layers": self.eagle_layers, "bias": True,
+                "stage_prompt": self.eagle_stage_prompt}
         if self.kind == "mlp-speculator":
             return MLPSpeculatorConfig(emb_dim=hidden, inner_dim=self.inner_dim or hidden, n_predict=self.predict,
                                        vocab_size=vocab, tie_weights=self.tie_weights, scale_input=self.scale_input)

@@ -15,6 +15,7 @@ from ..drafter import Embedding
 from ..drafting.seam import TreeDrafter
 from ..replay import replay
 from .config import TrainConfig
+from .eagle import eagle_accuracy
 from .loss import head_index_map, unrolled_logits
 
 
@@ -99,12 +100,16 @@ def evaluate(model: nn.Module, drafter: TreeDrafter, heldout: HeldOut, cfg: Trai
     """One eval entry: held-out top-1/top-5 per depth, tokens/step replayed on the held-out
     answers (`replay.replay`, without lookups: it measures the drafter), and tokens/step
     decoding the first `cfg.eval_prompts` prompts; each only where there is data for it.
-    The tree's beams are cut to the drafter's deepest (`max_beam_length`: heads or stages + 1)."""
+    The tree's beams are cut to the drafter's deepest (`max_beam_length`: heads or stages + 1).
+    EAGLE: top-1/top-5 at depth 1 on the LLM's features (`eagle.eagle_accuracy`), no replay
+    (it drafts from a per-generation cache, which the replay does not keep): only the decoding
+    of the eval prompts measures its tokens/step."""
     entry: dict[str, Any] = {"step": step}
     cfg = replace(cfg, beam_length=min(cfg.beam_length, drafter.max_beam_length or cfg.beam_length))
     if len(heldout.positions[0]):
-        entry |= accuracy(drafter, model.embedding, *heldout.positions, cfg.predict)
-    if heldout.answers:
+        entry |= (eagle_accuracy(drafter, model, heldout.positions, cfg.eagle_seq) if drafter.kind == "eagle"
+                  else accuracy(drafter, model.embedding, *heldout.positions, cfg.predict))
+    if heldout.answers and not drafter.stateful:
         entry["replay_tokens_per_step"] = replay(
             drafter, model.embedding, heldout.answers, beam_width=cfg.beam_width, beam_length=cfg.beam_length,
             search_width=cfg.search_width, max_tokens=cfg.eval_max_tokens, lookup=False).tokens_per_step

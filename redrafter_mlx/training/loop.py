@@ -1,5 +1,5 @@
-"""The training loop: AdamW steps on sampled positions, evals, the best drafter so far,
-checkpoints, and resuming from one."""
+"""The training loop: AdamW steps on sampled positions (EAGLE: sampled answers), evals, the
+best drafter so far, checkpoints, and resuming from one."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from ..progress import start_progress
 from . import checkpoint
 from .config import TrainConfig
 from .dataset import later_states
+from .eagle import eagle_loss_and_grad, record_spans, training_batch
 from .evaluation import HeldOut, evaluate, format_entry, score
 from .loss import loss_and_grad, loss_blas_threads
 from .schedule import make_optimizer
@@ -42,15 +43,17 @@ class TrainResult:
     drafter: TreeDrafter | None = None
 
 
-def batch_rows(cfg: TrainConfig, n_train: int, micro_batch: int) -> np.ndarray:
-    """The training rows of micro-batch number `micro_batch` of the run: positions drawn
-    without replacement within an epoch. The permutation depends only on (seed, epoch), so a
-    resumed run continues the same stream."""
-    epoch, slot = divmod(micro_batch * cfg.batch_positions, n_train)
-    rows = np.random.default_rng([cfg.seed, epoch]).permutation(n_train)[slot : slot + cfg.batch_positions]
-    if len(rows) < cfg.batch_positions:  # wrap into the next epoch
+def batch_rows(cfg: TrainConfig, n_train: int, micro_batch: int, size: int | None = None) -> np.ndarray:
+    """The training rows of micro-batch number `micro_batch` of the run: `size` (default
+    `cfg.batch_positions`) of the n_train positions (EAGLE: answers), drawn without replacement
+    within an epoch. The permutation depends only on (seed, epoch), so a resumed run continues
+    the same stream."""
+    size = size or cfg.batch_positions
+    epoch, slot = divmod(micro_batch * size, n_train)
+    rows = np.random.default_rng([cfg.seed, epoch]).permutation(n_train)[slot : slot + size]
+    if len(rows) < size:  # wrap into the next epoch
         following = np.random.default_rng([cfg.seed, epoch + 1]).permutation(n_train)
-        rows = np.concatenate([rows, following[: cfg.batch_positions - len(rows)]])
+        rows = np.concatenate([rows, following[: size - len(rows)]])
     return rows
 
 
@@ -62,6 +65,22 @@ def micro_batch(
     hidden, windows = train_data
     later = mx.array(later_states(hidden, rows, cfg.predict)) if cfg.soft_targets > 0 else None
     return mx.array(hidden[rows]), mx.array(windows[rows]), later
+
+
+def batch_source(
+    cfg: TrainConfig, train_data: tuple[np.ndarray, np.ndarray],
+) -> tuple[int, int, Callable[[int], tuple[mx.array, ...]]]:
+    """(units an epoch draws, units per micro-batch, micro-batch number -> the loss's inputs):
+    positions for the stateless kinds; for EAGLE answers (`eagle.record_spans`), `cfg.eagle_rows`
+    a micro-batch, cropped and noised (`eagle.training_batch`)."""
+    if cfg.kind == "eagle":
+        spans = record_spans(train_data[1])
+        if not len(spans):
+            raise InputError("no answers of two tokens or more to train EAGLE on")
+        return len(spans), cfg.eagle_rows, lambda k: training_batch(
+            train_data, spans[batch_rows(cfg, len(spans), k, cfg.eagle_rows)], cfg, k)
+    n = len(train_data[0])
+    return n, cfg.batch_positions, lambda k: micro_batch(train_data, batch_rows(cfg, n, k), cfg)
 
 
 def optimizer_step(
@@ -106,7 +125,8 @@ def train_drafter(
     """Train a drafter of kind `cfg.kind` on cached hidden states; checkpoints go to
     work_dir/checkpoint.
 
-    train_data / heldout_data: (hidden (N, D), windows (N, T+1)) from `prepare_data`.
+    train_data / heldout_data: (hidden (N, D), windows (N, T+1)) from `prepare_data` (EAGLE
+    reads each answer's rows of them as one sequence: `eagle.py`).
     A new run starts from a fresh drafter (Medusa's heads copy `model`'s output head), or
     from the drafter folder `init_from` (of kind `cfg.kind`: its weights, architecture and
     token subset; `cfg`'s architecture fields are then unused) with a fresh optimizer and
@@ -123,13 +143,15 @@ def train_drafter(
     heldout = HeldOut(heldout_data, heldout_answers, eval_prompt_ids, eos_ids)
     eval_set = heldout.settings(cfg)
     folder = Path(work_dir) / checkpoint.CHECKPOINT_DIR
+    units, per_batch, next_batch = batch_source(cfg, train_data)
     if resume and checkpoint.exists(folder):
         drafter, state, opt = _resumed(folder, cfg, eval_set, console)
     else:
-        drafter, state, opt = _started(model, cfg, llm_config, len(train_data[0]), token_ids, init_from, eval_set)
+        drafter, state, opt = _started(model, cfg, llm_config, (units, per_batch), token_ids, init_from, eval_set)
     if isinstance(drafter, Drafter):
         drafter.ngrams = ngrams
-    step_loss_and_grad = loss_and_grad(model, drafter, cfg.predict, cfg.soft_targets)
+    step_loss_and_grad = (eagle_loss_and_grad(model, drafter, cfg) if cfg.kind == "eagle"
+                          else loss_and_grad(model, drafter, cfg.predict, cfg.soft_targets))
     total_steps = state["total_steps"]
     bar, task = start_progress(console, "training", total_steps, completed=state["step"],
                                extra="loss {task.fields[loss]:.3f}", loss=float("nan"))
@@ -141,8 +163,7 @@ def train_drafter(
             scope.callback(bar.stop)
         while state["step"] < total_steps:
             first = state["step"] * cfg.grad_accum
-            batches = (micro_batch(train_data, batch_rows(cfg, len(train_data[0]), first + k), cfg)
-                       for k in range(cfg.grad_accum))
+            batches = (next_batch(first + k) for k in range(cfg.grad_accum))
             value = optimizer_step(drafter, opt, step_loss_and_grad, batches, cfg)
             ema = value if ema is None else LOSS_EMA * ema + (1 - LOSS_EMA) * value
             state["step"] = done = state["step"] + 1
@@ -164,14 +185,16 @@ def train_drafter(
 
 
 def _started(
-    model: nn.Module, cfg: TrainConfig, llm_config: dict[str, Any], positions: int, token_ids: np.ndarray | None,
-    init_from: str | Path | None, eval_set: dict[str, int],
+    model: nn.Module, cfg: TrainConfig, llm_config: dict[str, Any], epoch: tuple[int, int],
+    token_ids: np.ndarray | None, init_from: str | Path | None, eval_set: dict[str, int],
 ) -> tuple[TreeDrafter, dict[str, Any], optim.Optimizer]:
     """A new run's drafter (fresh, or the one in `init_from`), run state and optimizer, its
-    schedule planned for `cfg.steps`, else `cfg.epochs` over the `positions` training positions."""
+    schedule planned for `cfg.steps`, else `cfg.epochs` over `epoch` = (units an epoch draws,
+    units per micro-batch) (`batch_source`)."""
     drafter = (starting_drafter(init_from, llm_config, cfg.kind, cfg.predict) if init_from is not None
                else make_drafter(cfg, llm_config, token_ids, cfg.seed, model))
-    total_steps = cfg.steps or max(1, math.ceil(cfg.epochs * positions / (cfg.batch_positions * cfg.grad_accum)))
+    units, per_batch = epoch
+    total_steps = cfg.steps or max(1, math.ceil(cfg.epochs * units / (per_batch * cfg.grad_accum)))
     state = {"step": 0, "history": [], "best": None, "config": asdict(cfg), "total_steps": total_steps,
              "eval_set": eval_set}
     return drafter, state, make_optimizer(cfg, total_steps)

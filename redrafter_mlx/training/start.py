@@ -12,6 +12,7 @@ import numpy as np
 from mlx import nn
 
 from ..drafter import Drafter
+from ..drafting.eagle import Eagle
 from ..drafting.kinds import load_drafter_folder
 from ..drafting.medusa import Medusa
 from ..drafting.mlp_speculator import MLPSpeculator
@@ -26,12 +27,15 @@ def make_drafter(
     model: nn.Module | None = None,
 ) -> TreeDrafter:
     """A fresh drafter of kind `cfg.kind` for the LLM (`model`, when given, is the LLM itself:
-    Medusa's heads start as its output head). `token_ids`: the RNN head's token subset."""
+    Medusa's heads start as its output head, EAGLE's embedding is its embedding). `token_ids`:
+    the RNN head's token subset."""
     mx.random.seed(seed)
     if cfg.kind == "mlp-speculator":
         drafter: TreeDrafter = fresh_mlp_speculator(cfg, llm_config)
     elif cfg.kind == "medusa":
         drafter = fresh_medusa(cfg, llm_config, model)
+    elif cfg.kind == "eagle":
+        drafter = fresh_eagle(cfg, llm_config, model)
     else:
         drafter = fresh_rnn(cfg, llm_config, token_ids)
     mx.eval(drafter.parameters())
@@ -75,6 +79,26 @@ def fresh_medusa(cfg: TrainConfig, llm_config: dict[str, Any], model: nn.Module 
     return medusa
 
 
+def fresh_eagle(cfg: TrainConfig, llm_config: dict[str, Any], model: nn.Module | None) -> Eagle:
+    """Upstream's start (SafeAILab/EAGLE `cnets1.Model(config, load_emb=True)`): `fc` and the
+    layers at their default init (torch's and MLX's nn.Linear alike: U(+-1/sqrt(fan_in)); norms 1),
+    `embed_tokens` a copy of the LLM's embedding (dequantized if need be; frozen by `Eagle`).
+    Without `model`: the default random embedding."""
+    eagle = Eagle(cfg.kind_config(llm_config))
+    if model is not None:
+        vocab = llm_config["vocab_size"]
+        eagle.embed_tokens.weight = model.embedding(mx.arange(vocab, dtype=mx.int32)).astype(mx.float32)
+    return eagle
+
+
+def drafter_sizes(drafter: TreeDrafter) -> tuple[int, int]:
+    """(hidden size, vocabulary size) the drafter is built for (EAGLE's config is a dict)."""
+    config = drafter.config
+    if isinstance(config, dict):
+        return config["hidden_size"], config["vocab_size"]
+    return config.hidden_size, config.vocab_size
+
+
 def starting_drafter(path: str | Path, llm_config: dict[str, Any], kind: str = "redrafter",
                      predict: int = 1) -> TreeDrafter:
     """The drafter in folder `path`, to fine-tune, checked against the LLM it will serve, the
@@ -82,7 +106,7 @@ def starting_drafter(path: str | Path, llm_config: dict[str, Any], kind: str = "
     drafter = load_drafter_folder(Path(path), mx.float32)
     if drafter.kind != kind:
         raise InputError(f"{path} holds a {drafter.kind} drafter; the run trains kind {kind}")
-    have = (drafter.config.hidden_size, drafter.config.vocab_size)
+    have = drafter_sizes(drafter)
     want = (llm_config["hidden_size"], llm_config["vocab_size"])
     if have != want:
         raise InputError(f"{path}: the drafter is for hidden size {have[0]} and vocabulary {have[1]}, "
