@@ -208,8 +208,9 @@ def canonical_weights(weights: dict[str, mx.array], source: Path) -> dict[str, m
     return renamed
 
 
-def check_llm_config(config: DrafterConfig, llm_config: dict[str, Any]) -> None:
-    """The drafter reads the LLM's hidden states and embeddings: sizes must agree."""
+def check_llm_config(config: Any, llm_config: dict[str, Any]) -> None:
+    """The drafter reads the LLM's hidden states and drafts its token ids: the `vocab_size` and
+    `hidden_size` of a drafter's config (any kind's) must be the LLM's."""
     for name in ("vocab_size", "hidden_size"):
         ours, theirs = getattr(config, name), llm_config.get(name)
         if theirs is None:

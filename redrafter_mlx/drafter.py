@@ -28,7 +28,7 @@ import numpy as np
 from mlx.utils import tree_flatten
 
 from .drafting.seam import StepFn, TreeDrafter
-from .errors import InputError
+from .errors import DrafterLoadError, InputError
 from .ngrams import NgramTable, load_ngram_table
 
 MODEL_TYPE = "recurrent_drafting_drafter"
@@ -40,10 +40,6 @@ _IGNORED_KEYS = frozenset({"emb_norm.weight"})
 # The LLM's input embedding, which the drafter reads but does not own: a (V, hidden) table,
 # an nn.Embedding / nn.QuantizedEmbedding, or any callable mapping ids (...) -> (..., hidden).
 Embedding = Union[mx.array, nn.Module, Callable[[mx.array], mx.array]]
-
-
-class DrafterLoadError(InputError):
-    """A drafter folder that cannot be loaded; the message says which file, key or shape."""
 
 
 @dataclass(frozen=True)
@@ -259,13 +255,7 @@ class Drafter(nn.Module, TreeDrafter):
 
     def for_target(self, model: Any, name: str) -> Drafter:
         """Check the LLM's vocabulary and hidden size; fold a tied head for speed."""
-        args = model.args
-        if (self.config.vocab_size, self.config.hidden_size) != (args.vocab_size, args.hidden_size):
-            raise DrafterLoadError(
-                f"drafter {self.source} was built for vocab {self.config.vocab_size} / hidden "
-                f"{self.config.hidden_size}, but {name} has vocab {args.vocab_size} / "
-                f"hidden {args.hidden_size}"
-            )
+        self.check_sizes(self.config.vocab_size, self.config.hidden_size, model, name)
         return untie_head(self, model.embedding)
 
     def draft_steps(self, context: mx.array, embedding: Embedding) -> tuple[mx.array, StepFn]:

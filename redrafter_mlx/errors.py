@@ -10,3 +10,7 @@ from __future__ import annotations
 
 class InputError(ValueError):
     """Bad input: a missing or malformed model, checkpoint, file or option value."""
+
+
+class DrafterLoadError(InputError):
+    """A drafter folder that cannot be loaded; the message says which file, key or shape."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import mlx.core as mx
@@ -121,3 +122,21 @@ def embedded_runs(embedded):
         runs.append((ids, tokens, stats.finish_reason))
     assert {reason for *_, reason in runs} == {"stop", "length"}  # both endings exercised
     return runs
+
+
+def count_host_reads(monkeypatch) -> Counter:
+    """A counter of every way MLX can hand a value to Python (item, tolist, bool/int/float/
+    index conversion, numpy, mx.eval), filled as the test runs."""
+    reads: Counter = Counter()
+
+    def counting(name, original):
+        def wrapper(*args, **kwargs):
+            reads[name] += 1
+            return original(*args, **kwargs)
+
+        return wrapper
+
+    for name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__", "__array__"):
+        monkeypatch.setattr(mx.array, name, counting(name, getattr(mx.array, name)))
+    monkeypatch.setattr(mx, "eval", counting("eval", mx.eval))
+    return reads

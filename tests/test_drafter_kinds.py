@@ -3,15 +3,13 @@ RNN drafter (tests/test_redrafter.py), stateful kinds included."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 import mlx.core as mx
 import pytest
 
 from redrafter_mlx.decoding import generate_redrafter
 from redrafter_mlx.prompting import encode_prompt
 
-from .conftest import PROMPTS, collect
+from .conftest import PROMPTS, collect, count_host_reads
 from .test_draft_llm import DraftLLM, first_layers
 from .test_eagle import random_eagle
 from .test_medusa import random_medusa
@@ -29,18 +27,7 @@ KINDS = {
 def test_at_most_one_host_read_per_step_for_every_kind(embedded, monkeypatch, kind):
     drafter = KINDS[kind](embedded.model).for_target(embedded.model, "smollm2")
     ids = encode_prompt(embedded.tokenizer, PROMPTS[1])
-    reads = Counter()
-
-    def counting(name, original):
-        def wrapper(*args, **kwargs):
-            reads[name] += 1
-            return original(*args, **kwargs)
-
-        return wrapper
-
-    for name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__", "__array__"):
-        monkeypatch.setattr(mx.array, name, counting(name, getattr(mx.array, name)))
-    monkeypatch.setattr(mx, "eval", counting("eval", mx.eval))
+    reads = count_host_reads(monkeypatch)
     _, stats = collect(generate_redrafter(embedded.model, drafter, ids, beam_width=3, beam_length=4, max_tokens=12))
     assert stats.steps >= 4
     assert sum(reads.values()) <= stats.steps + 1, reads  # + 1: the first token after prefill

@@ -17,7 +17,7 @@ from redrafter_mlx.prompting import encode_prompt
 from redrafter_mlx.tree_attention import tree_layout
 from redrafter_mlx.tuning import AdaptiveLength
 
-from .conftest import PROMPTS, collect, random_model, tiny_config
+from .conftest import PROMPTS, collect, count_host_reads, random_model, tiny_config
 
 
 def random_drafter(vocab: int, hidden: int, seed: int = 0, tied: bool = False) -> Drafter:
@@ -168,18 +168,7 @@ def test_at_most_one_host_read_per_step(embedded, monkeypatch):
     drafter.ngrams = load_drafter_for(embedded, None).ngrams
     assert drafter.ngrams is not None
     ids = encode_prompt(embedded.tokenizer, PROMPTS[1])
-    reads = Counter()
-
-    def counting(name, original):
-        def wrapper(*args, **kwargs):
-            reads[name] += 1
-            return original(*args, **kwargs)
-
-        return wrapper
-
-    for name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__", "__array__"):
-        monkeypatch.setattr(mx.array, name, counting(name, getattr(mx.array, name)))
-    monkeypatch.setattr(mx, "eval", counting("eval", mx.eval))
+    reads = count_host_reads(monkeypatch)
     _, stats = collect(
         generate_redrafter(embedded.model, drafter, ids, beam_width=3, beam_length=5, max_tokens=12)
     )

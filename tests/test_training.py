@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
@@ -127,17 +128,24 @@ def test_resume_continues_exactly(tmp_path, monkeypatch):
     weights as an uninterrupted one (same data stream, optimizer state and schedule)."""
     model, config = tiny()
     data = llm_hidden_states(model, pattern_records(20), 3)
-    cfg = _cfg(steps=8, batch_positions=64, checkpoint_every=4)
+    assert_resume_matches(monkeypatch, model, config, data, tmp_path, _cfg(steps=8, batch_positions=64, checkpoint_every=4))
+
+
+def assert_resume_matches(monkeypatch, model, config, data, tmp_path, cfg) -> Path:
+    """Train `cfg` (8 steps, a checkpoint every 4) straight through in tmp_path/a, and in
+    tmp_path/b interrupted after its step-4 checkpoint, then resumed: the resumed run must end
+    with the same weights. Returns the interrupted run's checkpoint folder."""
     straight = dict(tree_flatten(train_drafter(model, config, data, data, tmp_path / "a", cfg).drafter.parameters()))
     _interrupted(monkeypatch, model, config, data, tmp_path / "b", cfg, stop_after=4)
-    state = json.loads((tmp_path / "b" / "checkpoint" / "train_state.json").read_text())
-    assert state["step"] == 4
+    folder = tmp_path / "b" / "checkpoint"
+    assert json.loads((folder / "train_state.json").read_text())["step"] == 4
     resumed = train_drafter(model, config, data, data, tmp_path / "b", cfg, resume=True)
     assert resumed.steps == 8
     again = dict(tree_flatten(resumed.drafter.parameters()))
     assert again.keys() == straight.keys()
     for k, v in again.items():
         np.testing.assert_allclose(np.array(v), np.array(straight[k]), atol=1e-5, err_msg=k)
+    return folder
 
 
 @pytest.mark.parametrize("total, warmup", [(1000, 50), (40, 50), (3, 50), (200, 0)])

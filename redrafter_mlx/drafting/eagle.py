@@ -95,12 +95,7 @@ class Eagle(nn.Module, TreeDrafter):
         return h
 
     def for_target(self, model: Any, name: str) -> Eagle:
-        args = model.args
-        if (self.args.vocab_size, self.args.hidden_size) != (args.vocab_size, args.hidden_size):
-            raise DrafterLoadError(
-                f"EAGLE drafter {self.source} was built for vocab {self.args.vocab_size} / hidden "
-                f"{self.args.hidden_size}, but {name} has vocab {args.vocab_size} / hidden {args.hidden_size}"
-            )
+        self.check_sizes(self.args.vocab_size, self.args.hidden_size, model, name)
         return self
 
     def open(self, model: Any, tokens: list[int], hidden: mx.array) -> EagleSession:
@@ -205,7 +200,7 @@ def convert_eagle(src: Path, out: Path, *, dtype: mx.Dtype, llm_config: dict[str
                   force: bool = False) -> Path:
     """An upstream EAGLE folder (config.json + pytorch_model.bin or model.safetensors) as an MLX
     EAGLE folder at OUT, every key and shape checked, sizes checked against the LLM's config."""
-    from ..convert import read_checkpoint, save_staged
+    from ..convert import check_llm_config, read_checkpoint, save_staged
     from ..export import _check_target
 
     src, out = Path(src).expanduser(), Path(out).expanduser().absolute()
@@ -218,7 +213,5 @@ def convert_eagle(src: Path, out: Path, *, dtype: mx.Dtype, llm_config: dict[str
     config = _read_json(folder / "config.json") | {"model_type": MODEL_TYPE, "bias": "fc.bias" in weights}
     eagle = build_eagle(config, weights, weights_file, dtype)
     if llm_config is not None:
-        for name in ("vocab_size", "hidden_size"):
-            if config.get(name) != llm_config.get(name):
-                raise DrafterLoadError(f"EAGLE {name} is {config.get(name)} but the model's is {llm_config.get(name)}")
+        check_llm_config(eagle.args, llm_config)
     return save_staged(lambda staging: save_eagle(eagle, staging), out)

@@ -79,13 +79,14 @@ def load_drafter_folder(folder: Path, dtype: mx.Dtype) -> TreeDrafter:
     """The drafter in `folder`, of whichever kind its config names (RNN when it names none of
     them, so the RNN loader's own errors explain what is missing)."""
     kind = drafter_kind(folder)
-    if kind not in LOADERS or kind == "llama":  # an unconverted upstream checkpoint says so
+    target = LOADERS.get(kind or "", LOADERS["recurrent_drafting_drafter"])
+    # An upstream checkpoint (no kind of ours, or a Llama config as EAGLE's) says to convert it.
+    if kind not in LOADERS or target == LOADERS["llama"]:
         upstream = detect_format(folder)
         if upstream != "redrafter":
             raise UnknownDrafterKind(f"{folder} is an upstream {upstream} checkpoint: convert it first "
                                      f"(`redrafter convert {folder} OUT -M MODEL`)")
-    target = LOADERS.get(kind or "", LOADERS["recurrent_drafting_drafter"])
-    if kind is not None and kind not in LOADERS and (folder / "config.json").is_file():
+    if kind is not None and kind not in LOADERS:  # drafter_kind read it, so config.json exists
         raise UnknownDrafterKind(
             f"{folder}: unknown drafter kind {kind!r} (config.json model_type); known: {', '.join(sorted(LOADERS))}"
         )

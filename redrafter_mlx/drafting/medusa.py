@@ -103,12 +103,7 @@ class Medusa(nn.Module, TreeDrafter):
 
     def for_target(self, model: Any, name: str) -> Medusa:
         """The heads read the LLM's hidden state and score its vocabulary: both sizes must match."""
-        args = model.args
-        if (self.config.vocab_size, self.config.hidden_size) != (args.vocab_size, args.hidden_size):
-            raise DrafterLoadError(
-                f"Medusa drafter {self.source} was built for vocab {self.config.vocab_size} / hidden "
-                f"{self.config.hidden_size}, but {name} has vocab {args.vocab_size} / hidden {args.hidden_size}"
-            )
+        self.check_sizes(self.config.vocab_size, self.config.hidden_size, model, name)
         return self
 
     def draft_steps(self, context: mx.array, embedding: Any) -> tuple[tuple[()], StepFn]:

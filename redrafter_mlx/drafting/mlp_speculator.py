@@ -129,12 +129,7 @@ class MLPSpeculator(nn.Module, TreeDrafter):
 
     def for_target(self, model: Any, name: str) -> MLPSpeculator:
         """It reads the LLM's hidden states and drafts its token ids: sizes must agree."""
-        args = model.args
-        if (self.config.vocab_size, self.config.emb_dim) != (args.vocab_size, args.hidden_size):
-            raise DrafterLoadError(
-                f"MLP speculator {self.source} was built for vocab {self.config.vocab_size} / hidden "
-                f"{self.config.emb_dim}, but {name} has vocab {args.vocab_size} / hidden {args.hidden_size}"
-            )
+        self.check_sizes(self.config.vocab_size, self.config.emb_dim, model, name)
         return self
 
     def draft_steps(self, context: mx.array, embedding: Any) -> tuple[mx.array, StepFn]:
@@ -199,7 +194,7 @@ def convert_mlp_speculator(
     _check_target(out, force)
     config = _read_config(folder, (UPSTREAM_TYPE, MODEL_TYPE, None))
     if llm_config is not None:
-        check_llm_config(config, llm_config)  # type: ignore[arg-type]  # reads vocab_size, hidden_size
+        check_llm_config(config, llm_config)
     weights = _stored_weights(_read_files(files), config, files[0])
     speculator = build_mlp_speculator(config, weights, files[0], dtype)
     return save_staged(partial(save_mlp_speculator, speculator), out)

@@ -27,6 +27,8 @@ from typing import Any
 import mlx.core as mx
 from mlx.utils import tree_map
 
+from ..errors import DrafterLoadError
+
 # (state, last tokens (B, W or 1) int32, depth 0..L-2) -> (state, logits (B, W or 1, V'))
 StepFn = Callable[[Any, mx.array, int], tuple[Any, mx.array]]
 
@@ -38,6 +40,16 @@ class TreeDrafter:
     stateful = False  # True: `open` returns a per-generation session (not compiled: its cache grows)
     ngrams = None  # an `ngrams.NgramTable` the lookup layer may use, if the drafter ships one
     max_beam_length: int | None = None  # deepest beam it can draft (guaranteed token included); None: any
+
+    def check_sizes(self, vocab_size: int, hidden_size: int, model: Any, name: str) -> None:
+        """Raise `DrafterLoadError` unless LLM `model` (named `name`) has the vocabulary this
+        drafter drafts in and the hidden size it reads."""
+        args = model.args
+        if (vocab_size, hidden_size) != (args.vocab_size, args.hidden_size):
+            raise DrafterLoadError(
+                f"{self.kind} drafter {getattr(self, 'source', None)} was built for vocab {vocab_size} / hidden "
+                f"{hidden_size}, but {name} has vocab {args.vocab_size} / hidden {args.hidden_size}"
+            )
 
     def for_target(self, model: Any, name: str) -> TreeDrafter:
         """This drafter made ready to draft for LLM `model` (named `name` in errors): raises
