@@ -73,3 +73,114 @@ class KVCache:
     def state(self) -> list[mx.array]:
         """Arrays to evaluate together with a step's outputs."""
         return [a for a in self.keys + self.values if a is not None]
+
+
+class BatchKVCache:
+    """One KV cache for B sequences of different lengths, so B trees verify in one forward.
+
+    Row b holds its committed tokens at [0, lengths[b]) and writes each pending block right
+    after them; `attention_mask` hides the other rows' lengths and padding from it. Rows join
+    (`append`, from a prefilled `KVCache`) and leave (`keep`) between steps, which copies the
+    arrays once: continuous batching. Lengths are host ints, changed only from values the
+    decoding loop already read, as in `KVCache`.
+    """
+
+    def __init__(self, num_layers: int, chunk: int = CHUNK):
+        self.keys: list[mx.array | None] = [None] * num_layers
+        self.values: list[mx.array | None] = [None] * num_layers
+        self.lengths: list[int] = []
+        self.chunk = chunk
+        self._offsets = mx.zeros((0,), mx.int32)
+
+    @property
+    def rows(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def capacity(self) -> int:
+        return 0 if self.keys[0] is None else self.keys[0].shape[2]
+
+    def offsets(self) -> mx.array:
+        """(B,) int32 committed lengths, where each row's pending block starts."""
+        return self._offsets
+
+    def _set_lengths(self, lengths: list[int]) -> None:
+        self.lengths = lengths
+        self._offsets = mx.array(lengths, mx.int32)
+
+    def _resize(self, capacity: int) -> None:
+        for store in (self.keys, self.values):
+            for layer, a in enumerate(store):
+                B, n_kv, old, head_dim = a.shape
+                if capacity > old:
+                    store[layer] = mx.concatenate([a, mx.zeros((B, n_kv, capacity - old, head_dim), a.dtype)], axis=2)
+
+    def write(self, layer: int, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
+        """Store a pending block (B, n_kv, T, Dh) at every row's length; return the keys and
+        values up to the longest row's block end (columns past a row's own end are masked)."""
+        block = keys.shape[2]
+        end = max(self.lengths) + block
+        if end > self.capacity:
+            self._resize(-(-end // self.chunk) * self.chunk)
+        index = mx.broadcast_to((self._offsets[:, None] + mx.arange(block))[:, None, :, None], keys.shape)
+        self.keys[layer] = mx.put_along_axis(self.keys[layer], index, keys, axis=2)
+        self.values[layer] = mx.put_along_axis(self.values[layer], index, values, axis=2)
+        return self.keys[layer][..., :end, :], self.values[layer][..., :end, :]
+
+    def attention_mask(self, tree_mask: mx.array) -> mx.array:
+        """(B, 1, P, S) for a pending block with tree masks (B, P, P): each row sees its own
+        committed tokens and, after them, its block's ancestors (S = longest row + P)."""
+        block = tree_mask.shape[-1]
+        columns = mx.arange(max(self.lengths) + block, dtype=mx.int32)[None, None, :]
+        relative = columns - self._offsets[:, None, None]  # (B, 1, S): column within the row's block
+        inside = (relative >= 0) & (relative < block)
+        rows = mx.broadcast_to(mx.clip(relative, 0, block - 1), (tree_mask.shape[0], block, columns.shape[-1]))
+        in_tree = mx.take_along_axis(tree_mask, rows, axis=2) & inside
+        return ((relative < 0) | in_tree)[:, None]
+
+    def gather_pending(self, block_index: mx.array) -> None:
+        """Move each row's pending tokens block_index[b] (B, n) to the front of its block
+        (lazy, fixed-shape; `commit` then keeps the accepted ones)."""
+        start = self._offsets[:, None]
+        source = (start + block_index)[:, None, :, None]
+        target = (start + mx.arange(block_index.shape[1]))[:, None, :, None]
+        for store in (self.keys, self.values):
+            for layer, a in enumerate(store):
+                shape = (a.shape[0], a.shape[1], block_index.shape[1], a.shape[3])
+                moved = mx.take_along_axis(a, mx.broadcast_to(source, shape), axis=2)
+                store[layer] = mx.put_along_axis(a, mx.broadcast_to(target, shape), moved, axis=2)
+
+    def commit(self, counts: list[int]) -> None:
+        """Keep the first counts[b] tokens of row b's pending block."""
+        self._set_lengths([n + c for n, c in zip(self.lengths, counts)])
+
+    def append(self, cache: KVCache) -> None:
+        """Add a row holding `cache`'s committed tokens (a prefilled single sequence)."""
+        if cache.keys[0] is None or cache.keys[0].shape[0] != 1:
+            raise ValueError("append takes a prefilled cache of one sequence")
+        capacity = max(self.capacity, cache.capacity)
+        if self.rows:
+            self._resize(capacity)
+        for store, source in ((self.keys, cache.keys), (self.values, cache.values)):
+            for layer, a in enumerate(source):
+                B, n_kv, old, head_dim = a.shape
+                row = a if old == capacity else mx.concatenate(
+                    [a, mx.zeros((1, n_kv, capacity - old, head_dim), a.dtype)], axis=2)
+                store[layer] = row if store[layer] is None or not self.rows else mx.concatenate([store[layer], row])
+        self._set_lengths(self.lengths + [cache.length])
+
+    def keep(self, rows: list[int]) -> None:
+        """Keep only these rows, in this order (the others' answers ended)."""
+        if not rows:
+            self.keys = [None] * len(self.keys)
+            self.values = [None] * len(self.values)
+            self._set_lengths([])
+            return
+        index = mx.array(rows, mx.int32)
+        for store in (self.keys, self.values):
+            for layer, a in enumerate(store):
+                store[layer] = a[index]
+        self._set_lengths([self.lengths[r] for r in rows])
+
+    def state(self) -> list[mx.array]:
+        return [a for a in self.keys + self.values if a is not None]

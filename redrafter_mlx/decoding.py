@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import mlx.core as mx
-from mlx_lm.sample_utils import make_sampler
+from mlx_lm.sample_utils import apply_top_k, apply_top_p, make_sampler
 
 from .acceptance import accept
 from .cache import KVCache
@@ -77,9 +77,24 @@ def greedy(scores: mx.array) -> mx.array:
     return mx.argmax(scores, axis=-1)
 
 
-def make_greedy_or_sampler(temp: float = 0.0, top_p: float = 0.0, top_k: int = 0) -> Sampler:
-    """`greedy` at temp 0, otherwise mlx-lm's top-p/top-k then categorical sampler."""
-    return greedy if temp == 0 else make_sampler(temp=temp, top_p=top_p, top_k=top_k)
+def make_greedy_or_sampler(temp: float = 0.0, top_p: float = 0.0, top_k: int = 0,
+                           key: mx.array | None = None) -> Sampler:
+    """`greedy` at temp 0, otherwise mlx-lm's top-p/top-k then categorical sampler. With a
+    PRNG `key` the draw uses it instead of MLX's global generator (mlx-lm's sampler has no
+    key), so rows of a batch sample independently, each from its own request's seed."""
+    if temp == 0:
+        return greedy
+    if key is None:
+        return make_sampler(temp=temp, top_p=top_p, top_k=top_k)
+
+    def sample(logprobs: mx.array) -> mx.array:
+        if 0 < top_p < 1:  # mlx-lm's order: top-p, then top-k
+            logprobs = apply_top_p(logprobs, top_p)
+        if top_k > 0:
+            logprobs = apply_top_k(logprobs, top_k)
+        return mx.random.categorical(logprobs * (1 / temp), key=key)
+
+    return sample
 
 
 def log_softmax(logits: mx.array) -> mx.array:

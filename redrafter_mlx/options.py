@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import mlx.core as mx
+
 from .decoding import Sampler, make_greedy_or_sampler
 from .errors import InputError
 
@@ -49,6 +51,7 @@ class DecodingOptions:
             if value is not None and value < 1:
                 raise InputError(f"{name} must be >= 1, got {value}")
 
-    def sampler(self) -> Sampler:
-        """Argmax at temp 0, else mlx-lm's top-p/top-k categorical sampler."""
-        return make_greedy_or_sampler(self.temp, self.top_p, self.top_k)
+    def sampler(self, key: mx.array | None = None) -> Sampler:
+        """Argmax at temp 0, else mlx-lm's top-p/top-k categorical sampler (drawing with
+        `key` when given, else with MLX's global generator)."""
+        return make_greedy_or_sampler(self.temp, self.top_p, self.top_k, key)

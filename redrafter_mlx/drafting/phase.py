@@ -46,35 +46,57 @@ class TreeShape:
         return f"W={self.beam_width} L={self.beam_length} S={self.search_width}"
 
 
-# (hidden (D,), guaranteed token (), text (1, N) int32, text length (1,) int32) -> (beams (W, L), layout)
-DraftFn = Callable[[mx.array, mx.array, mx.array, mx.array], tuple[mx.array, TreeLayout]]
+# (hidden (B, D), guaranteed tokens (B,), texts (B, N) int32, text lengths (B,) int32)
+#   -> (beams (B, W, L), layout with a leading B axis)
+BatchDraftFn = Callable[[mx.array, mx.array, mx.array, mx.array], tuple[mx.array, TreeLayout]]
+# The same for one sequence: hidden (D,), token (), text (1, N), length (1,) -> beams (W, L), layout
+DraftFn = BatchDraftFn
+
+
+def make_batch_draft_fn(
+    drafter: TreeDrafter | None, embedding: Any, shape: TreeShape, *, top_k: int = 50, lookup: bool = True
+) -> BatchDraftFn:
+    """The draft phase of B sequences for one tree shape, compiled for a stateless drafter.
+
+    The returned function maps the LLM's state after each row's guaranteed token (hidden
+    (B, D), tokens (B,)) and each row's decoded text (a (B, N) buffer valid up to lengths
+    (B,)) to the W beams to verify per row (B, W, L) int32 and their `TreeLayout`s. A
+    stateless drafter's weights are captured as constants: build a new function after
+    changing them. A stateful drafter's cache grows every step, which would retrace a
+    compiled function each time, so its phase runs as a plain lazy graph. No drafter: every
+    row's tree is its guaranteed token alone (plain decoding through the same verifier).
+    """
+
+    def draft(hidden: mx.array, token: mx.array, text: mx.array, length: mx.array):
+        if drafter is None:
+            beams = token.reshape(-1, 1, 1).astype(mx.int32)
+        else:
+            beams, _ = search.beam_search(drafter, embedding, hidden, token, shape.beam_width, shape.beam_length,
+                                          top_k, shape.search_width)
+            if lookup:
+                beams = with_lookup_beam(beams, text, length, drafter.ngrams)
+        layouts = [tree_layout(beams[b]) for b in range(beams.shape[0])]
+        return (beams, *(mx.stack([getattr(t, name) for t in layouts])
+                         for name in ("unpack_index", "owner", "count")))
+
+    phase = draft if drafter is not None and drafter.stateful else mx.compile(draft)
+
+    def run(hidden: mx.array, token: mx.array, text: mx.array, length: mx.array) -> tuple[mx.array, TreeLayout]:
+        beams, unpack_index, owner, count = phase(hidden, token, text, length)
+        return beams, TreeLayout(unpack_index, owner, count)
+
+    return run
 
 
 def make_draft_fn(
     drafter: TreeDrafter, embedding: Any, shape: TreeShape, *, top_k: int = 50, lookup: bool = True
 ) -> DraftFn:
-    """The draft phase for one tree shape, compiled for a stateless drafter.
-
-    The returned function maps the LLM's state after the guaranteed token (hidden (D,),
-    token ()) and the decoded text so far (a (1, N) buffer valid up to length (1,)) to the
-    W beams to verify (W, L) int32 and their `TreeLayout`. A stateless drafter's weights
-    are captured as constants: build a new function after changing them. A stateful
-    drafter's cache grows every step, which would retrace a compiled function each time,
-    so its phase runs as a plain lazy graph.
-    """
-
-    def draft(hidden: mx.array, token: mx.array, text: mx.array, length: mx.array):
-        beams, _ = search.beam_search(drafter, embedding, hidden, token, shape.beam_width, shape.beam_length,
-                               top_k, shape.search_width)
-        if lookup:
-            beams = with_lookup_beam(beams[None], text, length, drafter.ngrams)[0]
-        layout = tree_layout(beams)
-        return beams, layout.unpack_index, layout.owner, layout.count
-
-    phase = draft if drafter.stateful else mx.compile(draft)
+    """`make_batch_draft_fn` for one sequence: (hidden (D,), token (), text (1, N), length
+    (1,)) -> (beams (W, L) int32, their `TreeLayout`)."""
+    batched = make_batch_draft_fn(drafter, embedding, shape, top_k=top_k, lookup=lookup)
 
     def run(hidden: mx.array, token: mx.array, text: mx.array, length: mx.array) -> tuple[mx.array, TreeLayout]:
-        beams, unpack_index, owner, count = phase(hidden, token, text, length)
-        return beams, TreeLayout(unpack_index, owner, count)
+        beams, layout = batched(hidden[None], token.reshape(1), text, length)
+        return beams[0], TreeLayout(layout.unpack_index[0], layout.owner[0], layout.count[0])
 
     return run

@@ -1,0 +1,179 @@
+"""Batched decoding (`redrafter_mlx/batch.py`): every row's output is its batch-1 output,
+rows join and leave between steps, one host read per step, and sampling is exact per row
+with each request's own seed."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import mlx.core as mx
+import pytest
+
+from redrafter_mlx.batch import BatchDecoder, Request
+from redrafter_mlx.decoding import generate_ar
+from redrafter_mlx.drafting import TreeShape
+from redrafter_mlx.errors import InputError
+from redrafter_mlx.loading import load_drafter_for
+from redrafter_mlx.options import DecodingOptions
+from redrafter_mlx.prompting import encode_prompt
+
+from .conftest import PROMPTS, collect, count_host_reads
+from .test_eagle import random_eagle
+from .test_medusa import random_medusa
+from .test_mlp_speculator import random_speculator
+from .test_redrafter import (TINY, TINY_PROMPT, TINY_VOCAB, chi_square_p_value, exact_sequence_probabilities,
+                             random_drafter)
+
+MORE_PROMPTS = [*PROMPTS, "Write a Python function that reverses a string.", "List the planets of the solar system.",
+                "Say hello."]
+
+
+def run_batch(decoder: BatchDecoder, requests: list[Request], join_every: int = 0,
+              stats: dict | None = None) -> dict[int, tuple[list[int], str]]:
+    """Decode `requests` (all at once, or one joining every `join_every` steps): handle ->
+    (tokens, finish reason); `stats` (if given) collects each row's final stats."""
+    tokens: dict[int, list[int]] = {}
+    reasons: dict[int, str] = {}
+    stats = {} if stats is None else stats
+
+    def record(update) -> None:
+        tokens.setdefault(update.handle, []).extend(update.tokens)
+        if update.finish_reason:
+            reasons[update.handle] = update.finish_reason
+            stats[update.handle] = update.stats
+
+    waiting = list(enumerate(requests))
+    steps = 0
+    while waiting or decoder.rows:
+        if waiting and (not join_every or steps % join_every == 0 or not decoder.rows):
+            joining, waiting = (waiting, []) if not join_every else (waiting[:1], waiting[1:])
+            for handle, request in joining:
+                record(decoder.add(handle, request))
+        for update in decoder.step():
+            record(update)
+        steps += 1
+    return {h: (tokens[h], reasons[h]) for h in tokens}
+
+
+@pytest.fixture(scope="module")
+def references(embedded):
+    """Greedy AR answers of MORE_PROMPTS with per-prompt lengths (some end at EOS)."""
+    eos = embedded.tokenizer.eos_token_ids
+    out = []
+    for i, text in enumerate(MORE_PROMPTS):
+        ids = encode_prompt(embedded.tokenizer, text)
+        tokens, stats = collect(generate_ar(embedded.model, ids, max_tokens=16 + 4 * i, eos_ids=eos))
+        out.append((ids, 16 + 4 * i, tokens, stats.finish_reason))
+    assert {reason for *_, reason in out} == {"stop", "length"}
+    return out
+
+
+DRAFTERS = {
+    "shipped": lambda embedded: load_drafter_for(embedded, None),
+    "random-rnn": lambda embedded: random_drafter(49152, 576, tied=True),
+    "medusa": lambda embedded: random_medusa(49152, 576, 4).for_target(embedded.model, "smollm2"),
+    "mlp": lambda embedded: random_speculator(576, 256, 49152, 4).for_target(embedded.model, "smollm2"),
+    "none": lambda embedded: None,
+}
+
+
+@pytest.mark.parametrize("join_every", [0, 2])
+@pytest.mark.parametrize("kind", DRAFTERS)
+def test_every_row_decodes_what_greedy_decoding_gives_alone(embedded, references, kind, join_every):
+    drafter = DRAFTERS[kind](embedded)
+    decoder = BatchDecoder(embedded.model, drafter, TreeShape(3, 4, 8), eos_ids=embedded.tokenizer.eos_token_ids)
+    requests = [Request(ids, DecodingOptions(max_tokens=n)) for ids, n, _, _ in references]
+    results = run_batch(decoder, requests, join_every)
+    for handle, (_, _, tokens, reason) in enumerate(references):
+        assert results[handle] == (tokens, reason), handle
+    assert not decoder.rows and decoder.cache.rows == 0
+
+
+def test_rows_accept_different_lengths_in_one_step(embedded, references):
+    """The shipped drafter accepts more on some rows than others: cache lengths diverge."""
+    decoder = BatchDecoder(embedded.model, load_drafter_for(embedded, None), TreeShape(3, 4, 8))
+    for handle, (ids, *_) in enumerate(references):
+        decoder.add(handle, Request(ids, DecodingOptions(max_tokens=12)))
+    decoder.step()
+    accepted = [row.stats.accepted_per_step[-1] for row in decoder.rows]
+    assert len(set(accepted)) > 1, accepted
+    assert decoder.cache.lengths == [len(ids) + sum(row.stats.accepted_per_step)
+                                     for (ids, *_), row in zip(references, decoder.rows)]
+
+
+def test_a_removed_row_leaves_at_once_and_the_others_go_on(embedded, references):
+    decoder = BatchDecoder(embedded.model, load_drafter_for(embedded, None), TreeShape(3, 4, 8),
+                           eos_ids=embedded.tokenizer.eos_token_ids)
+    for handle, (ids, n, *_) in enumerate(references):
+        decoder.add(handle, Request(ids, DecodingOptions(max_tokens=n)))
+    decoder.step()
+    gone = decoder.remove(1)
+    assert gone.finish_reason == "cancelled" and [row.handle for row in decoder.rows] == [0, 2, 3, 4]
+    assert decoder.remove(1) is None
+    tokens = {row.handle: [] for row in decoder.rows}
+    while decoder.rows:
+        for update in decoder.step():
+            tokens[update.handle] += update.tokens
+    for handle in tokens:  # the rest of each answer, after what the first steps emitted
+        expected = references[handle][2]
+        assert expected[len(expected) - len(tokens[handle]):] == tokens[handle]
+
+
+def test_at_most_one_host_read_per_step_for_the_whole_batch(embedded, references, monkeypatch):
+    decoder = BatchDecoder(embedded.model, load_drafter_for(embedded, None), TreeShape(3, 4, 8))
+    for handle, (ids, *_) in enumerate(references[:4]):
+        decoder.add(handle, Request(ids, DecodingOptions(max_tokens=10)))
+    reads = count_host_reads(monkeypatch)
+    steps = 0
+    while decoder.rows:
+        decoder.step()
+        steps += 1
+    assert steps >= 3
+    assert sum(reads.values()) <= steps, reads
+
+
+def test_stateful_drafters_are_refused(embedded):
+    with pytest.raises(InputError, match="stateless drafter kinds"):
+        BatchDecoder(embedded.model, random_eagle(49152, 576, 9, 3).for_target(embedded.model, "smollm2"))
+
+
+OTHER_PROMPT = [2, 4]  # a shorter prompt in the same batch: rows of different lengths
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_sampled_rows_have_the_llm_distribution_each_from_its_own_seed(monkeypatch, temperature):
+    from . import test_redrafter
+
+    drafter = random_drafter(TINY_VOCAB, 32, seed=5)
+    decoder = BatchDecoder(TINY, drafter, TreeShape(2, 3, 2), lookup=False)
+    rounds, seqs = 375, 3
+    counts = {tuple(TINY_PROMPT): Counter(), tuple(OTHER_PROMPT): Counter()}
+    accepted_drafts = 0
+    for r in range(rounds):
+        prompts = [TINY_PROMPT, OTHER_PROMPT] * 4
+        requests = [Request(p, DecodingOptions(max_tokens=seqs, temp=temperature, seed=8 * r + i))
+                    for i, p in enumerate(prompts)]
+        finished = {}
+        for handle, (tokens, _) in run_batch(decoder, requests, stats=finished).items():
+            counts[tuple(prompts[handle])][tuple(tokens)] += 1
+        accepted_drafts += sum(sum(s.accepted_per_step) - s.steps for s in finished.values())
+    assert accepted_drafts > rounds  # the tree walk, not just the LLM's own token, was exercised
+    n = 4 * rounds
+    for prompt, observed in counts.items():
+        monkeypatch.setattr(test_redrafter, "TINY_PROMPT", list(prompt))
+        probs = exact_sequence_probabilities(temperature)
+        assert sum(observed.values()) == n
+        assert chi_square_p_value(observed, probs, n) > 1e-3, prompt
+        assert chi_square_p_value(observed, exact_sequence_probabilities(temperature * 2), n) < 1e-6
+
+
+def test_each_row_draws_from_its_own_seed():
+    """Rows with the same prompt and seed sample the same answer in one batch, and other
+    seeds draw other answers (one global generator would give the twins different ones)."""
+    drafter = random_drafter(TINY_VOCAB, 32, seed=5)
+    seeds = [77, 1, 77, 2, 3, 4]
+    requests = [Request(TINY_PROMPT, DecodingOptions(max_tokens=8, temp=1.0, seed=s)) for s in seeds]
+    results = run_batch(BatchDecoder(TINY, drafter, TreeShape(2, 3, 2), lookup=False), requests)
+    assert results[0] == results[2]
+    assert len({tuple(results[h][0]) for h in (0, 1, 3, 4, 5)}) > 2
