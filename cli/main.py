@@ -10,7 +10,7 @@ import typer
 
 def load_commands() -> typer.Typer:
     """The app with every command registered (importing a command module registers it)."""
-    from . import bench, chat, convert, export, generate, info, quantize, sweep, train, tune  # noqa: F401
+    from . import bench, chat, convert, export, generate, info, quantize, serve, sweep, train, tune  # noqa: F401
     from .app import app
 
     return app

@@ -41,6 +41,16 @@ class Pipeline:
     def tokenizer(self):
         return self.loaded.tokenizer
 
+    def materialize(self) -> None:
+        """Evaluate every weight now. MLX loads lazily, on the loading thread's stream, so a
+        pipeline handed to another thread (the server's worker) must be loaded first."""
+        arrays: list = [self.loaded.model.parameters()]
+        if self.drafter is not None:
+            arrays.append(self.drafter.parameters())
+            if self.drafter.ngrams is not None:
+                arrays += [self.drafter.ngrams.keys, self.drafter.ngrams.drafts]
+        mx.eval(arrays)
+
     def autoregressive(self) -> Pipeline:
         """The same LLM without its drafter (plain decoding)."""
         return Pipeline(self.loaded, None, self.dtype)

@@ -1,0 +1,312 @@
+"""`/v1/chat/completions`, `/v1/completions`, `/v1/models` and `/health` on FastAPI.
+
+Handlers turn a request into prompt ids and `DecodingOptions`, queue it to the `Engine`, and
+turn the engine's per-step updates into OpenAI responses: one JSON body, or server-sent
+events as tokens are accepted. Text is detokenized per request, and `stop` strings are
+matched on the text (the row leaves the batch as soon as one appears). Every refusal is a
+4xx in OpenAI's error shape; a client that disconnects mid-stream frees its row at once.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from fastapi import FastAPI, Request as HttpRequest
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException
+
+from ..api import Pipeline
+from ..batch import BatchDecoder, Request, Update
+from ..decoding import GenerationStats
+from ..drafting import TreeShape
+from ..errors import InputError
+from ..options import DecodingOptions
+from ..prompting import encode_messages
+from .engine import Engine, QueueFull, Ticket
+from .schema import ChatRequest, CompletionRequest, Sampling, error_body
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
+                 kind: str = "invalid_request_error"):
+        super().__init__(message)
+        self.status, self.body = status, error_body(message, kind, param, code)
+
+
+@dataclass
+class ServerInfo:
+    """What the handlers need besides the engine."""
+
+    model_id: str  # the name clients pass as `model`
+    tokenizer: object  # mlx-lm TokenizerWrapper
+    vicuna: bool  # Vicuna's conversation format instead of a chat template
+    context_length: int | None
+    vocab_size: int
+    defaults: DecodingOptions  # the server's --max-tokens and --temp
+    drafter: str  # the drafter kind, or "none"
+    api_key: str | None = None
+
+
+class StopMatcher:
+    """Cuts the text at the first stop string; holds back a tail that may begin one."""
+
+    def __init__(self, stops: list[str]):
+        self.stops, self.held = stops, ""
+
+    def feed(self, text: str) -> tuple[str, bool]:
+        """(text that is safe to emit, whether a stop string was found)."""
+        text = self.held + text
+        hits = [i for i in (text.find(s) for s in self.stops) if i >= 0]
+        if hits:
+            self.held = ""
+            return text[: min(hits)], True
+        keep = max((k for s in self.stops for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
+        self.held = text[len(text) - keep :] if keep else ""
+        return text[: len(text) - keep], False
+
+    def flush(self) -> str:
+        text, self.held = self.held, ""
+        return text
+
+
+class Answer:
+    """One request's text as its tokens arrive."""
+
+    def __init__(self, tokenizer, stops: list[str]):
+        self.detokenizer = copy.copy(tokenizer.detokenizer)  # its state is per answer
+        self.detokenizer.reset()
+        self.stops = StopMatcher(stops)
+        self.tokens = 0
+        self.stats = GenerationStats()
+        self.finish_reason: str | None = None
+
+    def add(self, update: Update) -> str:
+        for token in update.tokens:
+            self.detokenizer.add_token(token)
+        self.tokens += len(update.tokens)
+        self.stats = update.stats
+        text, stopped = self.stops.feed(self.detokenizer.last_segment)
+        if stopped:
+            self.finish_reason = "stop"
+        elif update.finish_reason:
+            self.detokenizer.finalize()
+            text += self.stops.feed(self.detokenizer.last_segment)[0] + self.stops.flush()
+            self.finish_reason = update.finish_reason
+        return text
+
+    def usage(self, prompt_tokens: int) -> dict:
+        return {"prompt_tokens": prompt_tokens, "completion_tokens": self.tokens,
+                "total_tokens": prompt_tokens + self.tokens}
+
+    def extension(self) -> dict:
+        """Speculative decoding's figures, beside OpenAI's `usage`."""
+        return {"tokens_per_step": round(self.stats.tokens_per_step, 3), "steps": self.stats.steps}
+
+
+def prompt_ids(info: ServerInfo, body: ChatRequest | CompletionRequest) -> list[int]:
+    if isinstance(body, ChatRequest):
+        messages = [{"role": "system" if m.role == "developer" else m.role, "content": m.text()}
+                    for m in body.messages]
+        return encode_messages(info.tokenizer, messages, vicuna=info.vicuna)
+    if isinstance(body.prompt, str):
+        return info.tokenizer.encode(body.prompt)
+    if not all(0 <= t < info.vocab_size for t in body.prompt):
+        raise ApiError(400, f"prompt token ids must be in [0, {info.vocab_size})", "prompt")
+    return list(body.prompt)
+
+
+def decoding_request(info: ServerInfo, body: ChatRequest | CompletionRequest) -> Request:
+    """The engine's request, or an ApiError for an unknown model or a context overflow."""
+    if body.model != info.model_id:
+        raise ApiError(404, f"model {body.model!r} is not served here; this server runs {info.model_id!r}",
+                       "model", "model_not_found")
+    ids = prompt_ids(info, body)
+    asked = body.max_tokens or getattr(body, "max_completion_tokens", None)
+    limit = info.context_length
+    if limit and len(ids) + (asked or 1) > limit:
+        raise ApiError(400, f"this model's context is {limit} tokens; the prompt has {len(ids)} and "
+                       f"{asked or 1} more were asked for", "messages" if isinstance(body, ChatRequest)
+                       else "prompt", "context_length_exceeded")
+    max_tokens = asked or min(info.defaults.max_tokens, limit - len(ids) if limit else info.defaults.max_tokens)
+    temp = info.defaults.temp if body.temperature is None else body.temperature
+    options = DecodingOptions(max_tokens=max_tokens, temp=temp, top_p=0.0 if body.top_p in (None, 1) else body.top_p,
+                              top_k=body.top_k or 0, seed=body.seed)
+    return Request(ids, options)
+
+
+def check_servable(pipeline: Pipeline) -> None:
+    """InputError unless the pipeline's drafter (if any) can decode in a batch."""
+    drafter = pipeline.drafter
+    if drafter is not None and drafter.stateful:
+        raise InputError(f"serve batches stateless drafters (redrafter, medusa, mlp-speculator); a {drafter.kind} "
+                         f"drafter keeps a cache per request: use `redrafter chat` or `generate` with it")
+
+
+def serve_pipeline(pipeline: Pipeline, *, model_id: str, shape: TreeShape | None, lookup: bool = True,
+                   defaults: DecodingOptions = DecodingOptions(max_tokens=512), max_batch: int = 8, max_queue: int = 64,
+                   api_key: str | None = None) -> FastAPI:
+    """The app for a loaded pipeline (a stateless drafter or none): its engine decodes up to
+    `max_batch` requests per step with tree `shape`; `defaults` fill a request's missing
+    max_tokens and temperature."""
+    check_servable(pipeline)
+    loaded, drafter = pipeline.loaded, pipeline.drafter
+    pipeline.materialize()
+
+    def make_decoder() -> BatchDecoder:
+        return BatchDecoder(loaded.model, drafter, shape, lookup=lookup, eos_ids=loaded.tokenizer.eos_token_ids)
+
+    info = ServerInfo(
+        model_id=model_id, tokenizer=loaded.tokenizer, vicuna=loaded.is_vicuna,
+        context_length=loaded.model.args.max_position_embeddings or None, vocab_size=loaded.config["vocab_size"],
+        defaults=defaults, drafter=drafter.kind if drafter else "none", api_key=api_key,
+    )
+    return create_app(Engine(make_decoder, max_batch=max_batch, max_queue=max_queue), info)
+
+
+def create_app(engine: Engine, info: ServerInfo) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        engine.start()
+        yield
+        engine.stop()
+
+    app = FastAPI(title="redrafter-mlx", lifespan=lifespan)
+
+    @app.exception_handler(ApiError)
+    async def api_error(_, error: ApiError):
+        return JSONResponse(error.body, status_code=error.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_, error: RequestValidationError):
+        first = error.errors()[0]
+        if first.get("type") == "json_invalid":
+            return JSONResponse(error_body("the request body is not valid JSON"), status_code=400)
+        where = ".".join(str(p) for p in first.get("loc", ())[1:]) or "body"
+        message = "unknown field" if first.get("type") == "extra_forbidden" else first.get("msg", "invalid value")
+        return JSONResponse(error_body(f"{where}: {message}", param=where), status_code=400)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_, error: HTTPException):
+        return JSONResponse(error_body(str(error.detail)), status_code=error.status_code)
+
+    @app.middleware("http")
+    async def check_key(request: HttpRequest, call_next):
+        if info.api_key and request.headers.get("authorization") != f"Bearer {info.api_key}":
+            return JSONResponse(error_body("invalid or missing API key", code="invalid_api_key"), status_code=401)
+        return await call_next(request)
+
+    @app.get("/health")
+    async def health() -> dict:
+        return {"status": "ok", "model": info.model_id, "drafter": info.drafter,
+                "running": engine.running, "queued": engine.queued}
+
+    @app.get("/v1/models")
+    async def models() -> dict:
+        return {"object": "list", "data": [{"id": info.model_id, "object": "model", "created": 0,
+                                            "owned_by": "redrafter-mlx"}]}
+
+    @app.post("/v1/chat/completions")
+    async def chat(body: ChatRequest):
+        return await complete(body, chat=True)
+
+    @app.post("/v1/completions")
+    async def completions(body: CompletionRequest):
+        return await complete(body, chat=False)
+
+    async def complete(body: Sampling, chat: bool):
+        request = decoding_request(info, body)
+        try:
+            ticket = engine.submit(request)
+        except QueueFull as full:
+            raise ApiError(429, f"the server is busy: {full}", code="rate_limit_exceeded",
+                           kind="rate_limit_error") from None
+        reply = Reply(chat, info.model_id, len(request.prompt))
+        answer = Answer(info.tokenizer, body.stop)
+        if body.stream:
+            usage = bool(body.stream_options and body.stream_options.include_usage)
+            return StreamingResponse(stream(engine, ticket, answer, reply, usage), media_type="text/event-stream")
+        text = ""
+        async for piece in updates(engine, ticket, answer):
+            text += piece
+        return reply.whole(text, answer)
+
+    return app
+
+
+async def updates(engine: Engine, ticket: Ticket, answer: Answer) -> AsyncIterator[str]:
+    """The answer's text, piece by piece, until it finishes; the row is freed however this
+    ends (finished, stopped by a stop string, or the consumer gone)."""
+    try:
+        while answer.finish_reason is None:
+            event = await ticket.events.get()
+            if isinstance(event, Exception):
+                raise ApiError(500, f"decoding failed: {event}", kind="server_error")
+            piece = answer.add(event)
+            if piece:
+                yield piece
+    finally:
+        if answer.finish_reason is None or answer.finish_reason == "stop":
+            engine.cancel(ticket)
+
+
+async def stream(engine: Engine, ticket: Ticket, answer: Answer, reply: Reply, usage: bool) -> AsyncIterator[str]:
+    if reply.chat:
+        yield sse(reply.chunk(role=True))
+    try:
+        async for piece in updates(engine, ticket, answer):
+            yield sse(reply.chunk(piece))
+    except ApiError as error:
+        yield sse(error.body)
+        yield "data: [DONE]\n\n"
+        return
+    yield sse(reply.chunk(finish=answer.finish_reason))
+    if usage:
+        yield sse(reply.usage_chunk(answer))
+    yield "data: [DONE]\n\n"
+
+
+def sse(payload: dict) -> str:
+    return f"data: {json.dumps(payload)}\n\n"
+
+
+class Reply:
+    """OpenAI's response and chunk shapes for one request."""
+
+    def __init__(self, chat: bool, model: str, prompt_tokens: int):
+        self.chat, self.model, self.prompt_tokens = chat, model, prompt_tokens
+        self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
+        self.created = int(time.time())
+
+    def _frame(self, kind: str, choices: list[dict]) -> dict:
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model, "choices": choices}
+
+    def whole(self, text: str, answer: Answer) -> dict:
+        finish = finish_reason(answer.finish_reason)
+        choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+                  if self.chat else {"index": 0, "text": text, "logprobs": None, "finish_reason": finish})
+        return {**self._frame("chat.completion" if self.chat else "text_completion", [choice]),
+                "usage": answer.usage(self.prompt_tokens), "redrafter": answer.extension()}
+
+    def chunk(self, text: str = "", role: bool = False, finish: str | None = None) -> dict:
+        if self.chat:
+            delta = {"role": "assistant", "content": ""} if role else ({"content": text} if text else {})
+            choice = {"index": 0, "delta": delta, "finish_reason": finish_reason(finish)}
+            return self._frame("chat.completion.chunk", [choice])
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason(finish)}
+        return self._frame("text_completion", [choice])
+
+    def usage_chunk(self, answer: Answer) -> dict:
+        kind = "chat.completion.chunk" if self.chat else "text_completion"
+        return {**self._frame(kind, []), "usage": answer.usage(self.prompt_tokens), "redrafter": answer.extension()}
+
+
+def finish_reason(reason: str | None) -> str | None:
+    """OpenAI's names: an answer cut by shutdown ends as "length" would, not with a new word."""
+    return None if reason is None else "stop" if reason == "stop" else "length"

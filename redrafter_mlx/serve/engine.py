@@ -1,0 +1,144 @@
+"""The model's one worker: requests queue to a thread that owns MLX and decodes them together.
+
+HTTP handlers run on the event loop; MLX runs only on the worker thread, which admits waiting
+requests into the `BatchDecoder` between steps (up to `max_batch` rows), runs a step, and
+hands every row's update back to its request's asyncio queue. A request that is cancelled
+(its client left) leaves the batch before the next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import mlx.core as mx
+
+from ..batch import BatchDecoder, Request, Update
+from ..decoding import GenerationStats
+
+
+class QueueFull(Exception):
+    """More requests wait than the server takes (`--max-queue`)."""
+
+
+@dataclass
+class Ticket:
+    """One request's place in the engine: its updates arrive on `events` (an `Update` per
+    step, the last with a finish reason, or an exception)."""
+
+    request: Request
+    loop: asyncio.AbstractEventLoop
+    handle: int
+    events: asyncio.Queue = field(default_factory=asyncio.Queue)
+    cancelled: bool = False
+
+
+class Engine:
+    """Continuous batching over one `BatchDecoder` on a worker thread."""
+
+    def __init__(self, make_decoder: Callable[[], BatchDecoder], *, max_batch: int = 8, max_queue: int = 64):
+        self.make_decoder = make_decoder
+        self.decoder: BatchDecoder | None = None  # built on the worker, which owns MLX
+        self.max_batch, self.max_queue = max_batch, max_queue
+        self._waiting: deque[Ticket] = deque()
+        self._active: dict[int, Ticket] = {}
+        self._wake = threading.Condition()
+        self._stopping = False
+        self._handles = itertools.count()
+        self._thread = threading.Thread(target=self._run, name="redrafter-engine", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Cancel what is queued or decoding and end the worker."""
+        with self._wake:
+            self._stopping = True
+            self._wake.notify()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    @property
+    def queued(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def running(self) -> int:
+        return len(self._active)
+
+    def submit(self, request: Request) -> Ticket:
+        """Queue a request (from the event loop); QueueFull when `max_queue` already wait."""
+        with self._wake:
+            if self._stopping:
+                raise QueueFull("the server is shutting down")
+            if len(self._waiting) >= self.max_queue:
+                raise QueueFull(f"{len(self._waiting)} requests are already waiting (--max-queue {self.max_queue})")
+            ticket = Ticket(request, asyncio.get_running_loop(), next(self._handles))
+            self._waiting.append(ticket)
+            self._wake.notify()
+        return ticket
+
+    def cancel(self, ticket: Ticket) -> None:
+        """The client left: drop the request before the next step (or from the queue)."""
+        with self._wake:
+            ticket.cancelled = True
+            self._wake.notify()
+
+    def _deliver(self, ticket: Ticket, item: Update | Exception) -> None:
+        ticket.loop.call_soon_threadsafe(ticket.events.put_nowait, item)
+
+    def _run(self) -> None:
+        with mx.stream(mx.new_stream(mx.default_device())):  # MLX streams belong to a thread
+            self.decoder = self.make_decoder()
+            self._serve()
+
+    def _serve(self) -> None:
+        while True:
+            with self._wake:
+                while not (self._stopping or self._waiting or self._active):
+                    self._wake.wait()
+                if self._stopping:
+                    break
+                cancelled = [t for t in self._active.values() if t.cancelled]
+                gone = [t for t in self._waiting if t.cancelled]
+                for t in gone:
+                    self._waiting.remove(t)
+                room = self.max_batch - (len(self._active) - len(cancelled))
+                joining = [self._waiting.popleft() for _ in range(min(room, len(self._waiting)))]
+            for ticket in gone:
+                self._deliver(ticket, Update(ticket.handle, [], GenerationStats(), "cancelled"))
+            for ticket in cancelled:
+                self._finish(ticket, self.decoder.remove(ticket.handle))
+            try:
+                for ticket in joining:
+                    self._active[ticket.handle] = ticket
+                    self._route(self.decoder.add(ticket.handle, ticket.request))
+                for update in self.decoder.step():
+                    self._route(update)
+            except Exception as error:  # a failed step fails its rows, not the server
+                for ticket in self._active.values():
+                    self._deliver(ticket, error)
+                self._active.clear()
+                self.decoder = self.make_decoder()
+        with self._wake:
+            left = [*self._active.values(), *self._waiting]
+            self._active.clear()
+            self._waiting.clear()
+        for ticket in left:
+            self._deliver(ticket, Update(ticket.handle, [], GenerationStats(), "cancelled"))
+
+    def _route(self, update: Update) -> None:
+        ticket = self._active[update.handle]
+        if update.finish_reason:
+            self._finish(ticket, update)
+        else:
+            self._deliver(ticket, update)
+
+    def _finish(self, ticket: Ticket, update: Update | None) -> None:
+        self._active.pop(ticket.handle, None)
+        if update is not None:
+            self._deliver(ticket, update)

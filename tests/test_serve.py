@@ -1,0 +1,254 @@
+"""`redrafter serve`: the real server on a free localhost port, driven with the official
+`openai` client and with raw HTTP for the errors; answers equal `generate`'s; a client that
+leaves frees its row; SIGTERM drains."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from contextlib import contextmanager
+
+import httpx
+import mlx.core as mx
+import pytest
+import uvicorn
+from openai import AsyncOpenAI, OpenAI
+
+from redrafter_mlx.api import Pipeline, generate
+from redrafter_mlx.drafting import TreeShape
+from redrafter_mlx.errors import InputError
+from redrafter_mlx.loading import load_drafter_for
+from redrafter_mlx.options import DecodingOptions
+from redrafter_mlx.serve.app import StopMatcher, serve_pipeline
+
+from .test_batch import MORE_PROMPTS
+from .test_cli import REDRAFTER, assert_one_line_error
+from .test_eagle import random_eagle
+
+SHAPE = TreeShape(3, 4, 8)
+MODEL = "smollm2-135m"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def running(pipeline: Pipeline, **options):
+    """The server's app under uvicorn on a free port, in this process; yields its base URL."""
+    app = serve_pipeline(pipeline, model_id=MODEL, shape=SHAPE if pipeline.drafter else None, **options)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive(), "the server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join()
+
+
+@pytest.fixture(scope="module")
+def pipeline(embedded):
+    return Pipeline(embedded, load_drafter_for(embedded, None), mx.float32)
+
+
+@pytest.fixture(scope="module")
+def url(pipeline):
+    with running(pipeline, max_batch=4) as base:
+        yield base
+
+
+def expected(pipeline: Pipeline, prompt: str, max_tokens: int) -> str:
+    options = DecodingOptions(max_tokens=max_tokens, beam_width=SHAPE.beam_width, beam_length=SHAPE.beam_length,
+                              search_width=SHAPE.search_width)
+    return generate(pipeline, prompt, options)
+
+
+def chat(client: OpenAI, prompt: str, max_tokens: int, **extra):
+    return client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": prompt}],
+                                          max_tokens=max_tokens, temperature=0, **extra)
+
+
+def test_greedy_chat_answers_equal_generate_alone_and_four_at_once(pipeline, url):
+    client = OpenAI(base_url=f"{url}/v1", api_key="unused")
+    prompts = MORE_PROMPTS[:4]
+    references = [expected(pipeline, p, 24) for p in prompts]
+    alone = chat(client, prompts[0], 24)
+    assert alone.choices[0].message.content == references[0]
+    assert alone.usage.completion_tokens <= 24 and alone.usage.prompt_tokens > 0
+    assert alone.model_extra["redrafter"]["tokens_per_step"] >= 1.0
+
+    async def together():
+        clients = AsyncOpenAI(base_url=f"{url}/v1", api_key="unused")
+        replies = await asyncio.gather(*(clients.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": p}], max_tokens=24, temperature=0) for p in prompts))
+        return [r.choices[0].message.content for r in replies]
+
+    assert asyncio.run(together()) == references
+
+
+def test_streamed_chat_and_completions_give_the_same_text(pipeline, url):
+    client = OpenAI(base_url=f"{url}/v1", api_key="unused")
+    prompt = MORE_PROMPTS[2]
+    pieces, usage, finish = [], None, None
+    for chunk in chat(client, prompt, 20, stream=True, stream_options={"include_usage": True}):
+        if chunk.choices:
+            pieces.append(chunk.choices[0].delta.content or "")
+            finish = chunk.choices[0].finish_reason or finish
+        if chunk.usage:
+            usage = chunk.usage
+    assert "".join(pieces) == expected(pipeline, prompt, 20)
+    assert finish in ("stop", "length") and usage.completion_tokens >= 1
+
+    plain = client.completions.create(model=MODEL, prompt="The capital of France is", max_tokens=12, temperature=0)
+    streamed = "".join(c.choices[0].text for c in client.completions.create(
+        model=MODEL, prompt="The capital of France is", max_tokens=12, temperature=0, stream=True))
+    assert plain.choices[0].text == streamed and plain.choices[0].text
+
+
+def test_stop_strings_cut_the_text_before_them(url):
+    client = OpenAI(base_url=f"{url}/v1", api_key="unused")
+    full = client.completions.create(model=MODEL, prompt="Count: 1, 2, 3,", max_tokens=16, temperature=0)
+    text = full.choices[0].text
+    assert "," in text
+    cut = client.completions.create(model=MODEL, prompt="Count: 1, 2, 3,", max_tokens=16, temperature=0, stop=[","])
+    assert cut.choices[0].text == text[: text.index(",")] and cut.choices[0].finish_reason == "stop"
+
+
+def test_stop_matcher_holds_back_a_possible_start():
+    stops = StopMatcher(["END", "\n\n"])
+    assert stops.feed("abc E") == ("abc ", False)
+    assert stops.feed("N") == ("", False)
+    assert stops.feed("Dx") == ("", True)
+    other = StopMatcher(["END"])
+    assert other.feed("EN") == ("", False) and other.feed("Z") == ("ENZ", False)
+
+
+def test_sampled_requests_with_a_seed_repeat(url):
+    client = OpenAI(base_url=f"{url}/v1", api_key="unused")
+    answers = [client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Tell a joke."}],
+                                              max_tokens=16, temperature=1.0, seed=s).choices[0].message.content
+               for s in (5, 5, 6)]
+    assert answers[0] == answers[1]
+
+
+BAD = [
+    (b'{"model": "smollm2-135m", "prompt": ', 400, "not valid JSON"),
+    (b'{"model": "smollm2-135m", "prompt": "hi", "best_of": 2}', 400, "best_of: unknown field"),
+    (b'{"model": "smollm2-135m", "prompt": "hi", "max_tokens": "many"}', 400, "max_tokens"),
+    (b'{"model": "smollm2-135m", "prompt": "hi", "max_tokens": -5}', 400, "max_tokens"),
+    (b'{"model": "smollm2-135m", "prompt": "hi", "max_tokens": 10000000}', 400, "context"),
+    (b'{"model": "smollm2-135m", "prompt": "hi", "n": 2}', 400, "n:"),
+    (b'{"model": "smollm2-135m", "prompt": "hi", "temperature": -1}', 400, "temperature"),
+    (b'{"model": "smollm2-135m", "prompt": [1, 99999999]}', 400, "token ids"),
+    (b'{"model": "gpt-4", "prompt": "hi"}', 404, "not served here"),
+    (b'{"prompt": "hi"}', 400, "model"),
+]
+
+
+@pytest.mark.parametrize("body, status, fragment", BAD)
+def test_bad_requests_get_openai_shaped_4xx(url, body, status, fragment):
+    reply = httpx.post(f"{url}/v1/completions", content=body, headers={"content-type": "application/json"})
+    assert reply.status_code == status
+    error = reply.json()["error"]
+    assert fragment in error["message"] and error["type"]
+
+
+def test_a_prompt_past_the_context_is_refused(url):
+    reply = httpx.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": "word " * 9000, "max_tokens": 4})
+    assert reply.status_code == 400 and reply.json()["error"]["code"] == "context_length_exceeded"
+
+
+def test_models_health_and_unknown_routes(url):
+    assert httpx.get(f"{url}/v1/models").json()["data"][0]["id"] == MODEL
+    health = httpx.get(f"{url}/health").json()
+    assert health["status"] == "ok" and health["drafter"] == "redrafter"
+    missing = httpx.get(f"{url}/v2/nothing")
+    assert missing.status_code == 404 and "error" in missing.json()
+
+
+def test_a_client_that_leaves_mid_stream_frees_its_row(url):
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 2000,
+            "stream": True, "temperature": 0}
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body) as reply:
+        lines = reply.iter_lines()
+        assert next(line for line in lines if line.startswith("data:"))
+        assert httpx.get(f"{url}/health").json()["running"] == 1
+    deadline = time.time() + 20  # 2,000 tokens would take minutes
+    while httpx.get(f"{url}/health").json()["running"] and time.time() < deadline:
+        time.sleep(0.1)
+    assert httpx.get(f"{url}/health").json()["running"] == 0
+
+
+def test_a_full_queue_answers_429_and_an_api_key_is_required(pipeline):
+    with running(pipeline, max_batch=1, max_queue=1, api_key="sesame") as base:
+        key = {"authorization": "Bearer sesame"}
+        assert httpx.get(f"{base}/v1/models").status_code == 401
+        assert httpx.get(f"{base}/v1/models", headers={"authorization": "Bearer nope"}).status_code == 401
+        body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 30, "temperature": 0}
+
+        async def burst():
+            async with httpx.AsyncClient(headers=key, timeout=120) as client:
+                return await asyncio.gather(*(client.post(f"{base}/v1/completions", json=body) for _ in range(4)))
+
+        replies = asyncio.run(burst())
+        codes = sorted(r.status_code for r in replies)
+        assert codes[0] == 200 and codes[-1] == 429  # one decodes, one waits, the rest are refused
+        refused = next(r for r in replies if r.status_code == 429).json()["error"]
+        assert refused["type"] == "rate_limit_error"
+
+
+def test_stateful_drafters_are_refused_in_one_line(embedded):
+    eagle = Pipeline(embedded, random_eagle(49152, 576, 9, 3).for_target(embedded.model, "smollm2"), mx.float32)
+    with pytest.raises(InputError, match="stateless drafters"):
+        serve_pipeline(eagle, model_id=MODEL, shape=SHAPE)
+
+
+@pytest.mark.slow
+def test_the_cli_serves_and_drains_on_sigterm():
+    port = free_port()
+    server = subprocess.Popen([REDRAFTER, "serve", "--port", str(port), "-w", "3", "-l", "4", "-s", "8"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "COLUMNS": "200"})
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.5)
+        body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 40, "temperature": 0, "stream": True}
+        with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/completions", json=body, timeout=120) as reply:
+            lines = reply.iter_lines()
+            next(line for line in lines if line.startswith("data:"))
+            server.send_signal(signal.SIGTERM)
+            rest = [line for line in lines if line.startswith("data:")]
+        assert rest[-1] == "data: [DONE]"  # the answer in flight was finished, not cut
+        assert json.loads(rest[-2][5:])["choices"][0]["finish_reason"] in ("stop", "length")
+        # uvicorn re-raises the signal once it has shut down, so a supervisor sees how it ended
+        assert server.wait(timeout=60) in (0, -signal.SIGTERM)
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_the_cli_refuses_a_stateful_drafter_in_one_line(tmp_path):
+    from redrafter_mlx.drafting.eagle import save_eagle
+
+    folder = tmp_path / "eagle"
+    save_eagle(random_eagle(49152, 576, 9, 3), folder)
+    result = subprocess.run([REDRAFTER, "serve", "--drafter", str(folder)], capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "COLUMNS": "200"})
+    assert_one_line_error(result, 1, "stateless drafters")
