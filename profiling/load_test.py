@@ -1,0 +1,148 @@
+"""Load test of OpenAI-compatible servers: `redrafter serve` against `mlx_lm.server`.
+
+    python -m redrafter_mlx.profiling.load_test --requests 32 --concurrency 1,4,8 -m 128
+
+Starts each server on a free localhost port (same model, same prompts: the held-out eval
+set's first N; greedy), sends N streamed chat requests at each concurrency, and reports
+requests/s, tokens/s, p50/p95 latency and time to first token. It stops by itself: every
+request has max_tokens, and each server is shut down after its runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from redrafter_mlx.cli.bench import eval_texts
+from redrafter_mlx.fastblas import find_openblas
+from redrafter_mlx.loading import load as load_model
+from redrafter_mlx.profiling.bench import mlx_lm_folder, scratch_dir
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def started(command: list[str], port: int, log: Path):
+    """A server subprocess, once it answers /v1/models; stopped (SIGTERM) afterwards."""
+    env = {**os.environ, "LD_PRELOAD": find_openblas() or ""}  # mlx-lm on the same BLAS as ours
+    with log.open("w") as out:
+        server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.time() + 300
+        while True:
+            if server.poll() is not None or time.time() > deadline:
+                raise SystemExit(f"{command[0]} did not start: see {log}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/v1/models").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+async def one_request(client: httpx.AsyncClient, url: str, model: str, prompt: str, max_tokens: int) -> dict:
+    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+    tic = time.perf_counter()
+    first, text, usage = None, "", None
+    async with client.stream("POST", f"{url}/chat/completions", json=body) as reply:
+        reply.raise_for_status()
+        async for line in reply.aiter_lines():
+            if not line.startswith("data:") or line.strip() == "data: [DONE]":
+                continue
+            chunk = json.loads(line[5:])
+            for choice in chunk.get("choices", []):
+                piece = (choice.get("delta") or {}).get("content") or ""
+                if piece and first is None:
+                    first = time.perf_counter() - tic
+                text += piece
+            usage = chunk.get("usage") or usage
+    return {"latency": time.perf_counter() - tic, "ttft": first or 0.0, "text": text,
+            "tokens": (usage or {}).get("completion_tokens", 0)}
+
+
+async def load(url: str, model: str, prompts: list[str], concurrency: int, max_tokens: int) -> dict:
+    gate = asyncio.Semaphore(concurrency)
+    async with httpx.AsyncClient(timeout=600) as client:
+        async def limited(prompt: str) -> dict:
+            async with gate:
+                return await one_request(client, url, model, prompt, max_tokens)
+
+        tic = time.perf_counter()
+        results = await asyncio.gather(*(limited(p) for p in prompts))
+        wall = time.perf_counter() - tic
+    latencies = sorted(r["latency"] for r in results)
+    ttfts = sorted(r["ttft"] for r in results)
+    pick = lambda xs, q: xs[min(len(xs) - 1, int(q * len(xs)))]  # noqa: E731
+    return {"concurrency": concurrency, "requests": len(prompts), "wall_s": wall,
+            "requests_per_s": len(prompts) / wall, "tokens_per_s": sum(r["tokens"] for r in results) / wall,
+            "latency_p50": pick(latencies, 0.5), "latency_p95": pick(latencies, 0.95),
+            "ttft_p50": pick(ttfts, 0.5), "ttft_p95": pick(ttfts, 0.95), "texts": [r["text"] for r in results]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--requests", type=int, default=32)
+    parser.add_argument("--concurrency", default="1,4,8")
+    parser.add_argument("-m", "--max-tokens", type=int, default=128)
+    parser.add_argument("--serve-args", default="", help="extra `redrafter serve` flags, e.g. '-w 3 -l 4'")
+    parser.add_argument("--out", default="load_test.json")
+    args = parser.parse_args()
+    levels = [int(c) for c in args.concurrency.split(",")]
+    prompts = eval_texts(args.requests)
+    scratch = scratch_dir()
+    folder = str(mlx_lm_folder(load_model(args.model), Path(scratch.name)))  # the same weights, as mlx-lm loads them
+    redrafter = shutil.which("redrafter") or str(Path(sys.executable).parent / "redrafter")
+    servers = {
+        "redrafter serve": lambda port: [redrafter, "serve", "--model", args.model, "--port", str(port),
+                                         "--max-batch", str(max(levels)), "--model-id", "m", *args.serve_args.split()],
+        "mlx_lm.server": lambda port: [sys.executable, "-m", "mlx_lm.server", "--model", folder, "--port", str(port),
+                                       "--decode-concurrency", str(max(levels))],
+    }
+    rows = []
+    for name, command in servers.items():
+        port = free_port()
+        with started(command(port), port, Path(f"{args.out}.{name.split()[0]}.log")) as url:
+            model = "m" if name.startswith("redrafter") else "default_model"
+            asyncio.run(load(url, model, prompts[:2], 2, 8))  # warm up: traces, first allocations
+            for level in levels:
+                row = {"server": name, **asyncio.run(load(url, model, prompts, level, args.max_tokens))}
+                rows.append(row)
+                print(json.dumps({k: v for k, v in row.items() if k != "texts"}), flush=True)
+    print("\n| server | concurrency | requests/s | tokens/s | latency p50 / p95 (s) | first token p50 / p95 (s) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['server']} | {r['concurrency']} | {r['requests_per_s']:.2f} | {r['tokens_per_s']:.1f} | "
+              f"{r['latency_p50']:.1f} / {r['latency_p95']:.1f} | {r['ttft_p50']:.2f} / {r['ttft_p95']:.2f} |")
+    ours = {r["concurrency"]: r["texts"] for r in rows if r["server"] == "redrafter serve"}
+    peer = {r["concurrency"]: r["texts"] for r in rows if r["server"] == "mlx_lm.server"}
+    for level in levels:
+        same = sum(a == b for a, b in zip(ours[level], peer[level]))
+        print(f"concurrency {level}: {same}/{len(ours[level])} answers identical to mlx_lm.server's")
+    Path(args.out).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
