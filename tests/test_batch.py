@@ -177,3 +177,21 @@ def test_each_row_draws_from_its_own_seed():
     results = run_batch(BatchDecoder(TINY, drafter, TreeShape(2, 3, 2), lookup=False), requests)
     assert results[0] == results[2]
     assert len({tuple(results[h][0]) for h in (0, 1, 3, 4, 5)}) > 2
+
+
+def test_the_readmes_batch_example_runs_and_matches_generate(capsys):
+    import ast
+    import re
+    from pathlib import Path
+
+    from redrafter_mlx.api import generate, load
+
+    section = (Path(__file__).parent.parent / "README.md").read_text().split("## Serving", 1)[1]
+    code = next(block for block in re.findall(r"```python\n(.*?)```", section, re.S) if "BatchDecoder" in block)
+    exec(compile(code, "README.md", "exec"), {})
+    printed = ast.literal_eval(capsys.readouterr().out.strip())
+    pipeline = load("smollm2-135m")
+    shape = pipeline.plan().shape
+    tree = dict(beam_width=shape.beam_width, beam_length=shape.beam_length, search_width=shape.search_width)
+    assert printed == {h: generate(pipeline, text, max_tokens=48, **tree)
+                       for h, text in enumerate(["Name three rivers.", "What is RoPE?"])}
