@@ -191,6 +191,16 @@ def test_a_client_that_leaves_mid_stream_frees_its_row(url):
     assert httpx.get(f"{url}/health").json()["running"] == 0
 
 
+def test_a_client_that_gives_up_on_a_whole_answer_frees_its_row(url):
+    body = {"model": MODEL, "prompt": "Write a long story.", "max_tokens": 2000, "temperature": 0}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{url}/v1/completions", json=body, timeout=3)
+    deadline = time.time() + 20
+    while httpx.get(f"{url}/health").json()["running"] and time.time() < deadline:
+        time.sleep(0.1)
+    assert httpx.get(f"{url}/health").json()["running"] == 0
+
+
 def test_a_full_queue_answers_429_and_an_api_key_is_required(pipeline):
     with running(pipeline, max_batch=1, max_queue=1, api_key="sesame") as base:
         key = {"authorization": "Bearer sesame"}

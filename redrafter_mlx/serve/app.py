@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from fastapi import FastAPI, Request as HttpRequest
+from fastapi import Depends, FastAPI, Request as HttpRequest
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
@@ -177,7 +177,13 @@ def create_app(engine: Engine, info: ServerInfo) -> FastAPI:
         yield
         engine.stop()
 
-    app = FastAPI(title="redrafter-mlx", lifespan=lifespan)
+    async def check_key(request: HttpRequest) -> None:
+        if info.api_key and request.headers.get("authorization") != f"Bearer {info.api_key}":
+            raise ApiError(401, "invalid or missing API key", code="invalid_api_key")
+
+    # A dependency, not a middleware: Starlette's middlewares wrap `receive`, which hides a
+    # client's disconnect from the handlers.
+    app = FastAPI(title="redrafter-mlx", lifespan=lifespan, dependencies=[Depends(check_key)])
 
     @app.exception_handler(ApiError)
     async def api_error(_, error: ApiError):
@@ -196,12 +202,6 @@ def create_app(engine: Engine, info: ServerInfo) -> FastAPI:
     async def http_error(_, error: HTTPException):
         return JSONResponse(error_body(str(error.detail)), status_code=error.status_code)
 
-    @app.middleware("http")
-    async def check_key(request: HttpRequest, call_next):
-        if info.api_key and request.headers.get("authorization") != f"Bearer {info.api_key}":
-            return JSONResponse(error_body("invalid or missing API key", code="invalid_api_key"), status_code=401)
-        return await call_next(request)
-
     @app.get("/health")
     async def health() -> dict:
         return {"status": "ok", "model": info.model_id, "drafter": info.drafter,
@@ -213,14 +213,14 @@ def create_app(engine: Engine, info: ServerInfo) -> FastAPI:
                                             "owned_by": "redrafter-mlx"}]}
 
     @app.post("/v1/chat/completions")
-    async def chat(body: ChatRequest):
-        return await complete(body, chat=True)
+    async def chat(body: ChatRequest, http: HttpRequest):
+        return await complete(body, http, chat=True)
 
     @app.post("/v1/completions")
-    async def completions(body: CompletionRequest):
-        return await complete(body, chat=False)
+    async def completions(body: CompletionRequest, http: HttpRequest):
+        return await complete(body, http, chat=False)
 
-    async def complete(body: Sampling, chat: bool):
+    async def complete(body: Sampling, http: HttpRequest, chat: bool):
         request = decoding_request(info, body)
         try:
             ticket = engine.submit(request)
@@ -235,6 +235,8 @@ def create_app(engine: Engine, info: ServerInfo) -> FastAPI:
         text = ""
         async for piece in updates(engine, ticket, answer):
             text += piece
+            if await http.is_disconnected():  # nobody to answer: free the row now
+                break
         return reply.whole(text, answer)
 
     return app
