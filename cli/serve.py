@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -11,7 +11,17 @@ from redrafter_mlx.loading import DEFAULT_MODEL
 from redrafter_mlx.options import DecodingOptions
 
 from .app import app, console, friendly_errors
-from .options import DrafterOpt, DraftModelOpt, DTypeOpt, ModelOpt, ModeOpt, Mode, decoding_options, load_pipeline, plan
+from .options import (
+    DrafterOpt,
+    DraftModelOpt,
+    DTypeOpt,
+    Mode,
+    ModelOpt,
+    ModeOpt,
+    decoding_options,
+    load_pipeline,
+    plan,
+)
 
 SERVER = "Server"
 
@@ -32,9 +42,9 @@ def serve(
                                            help="Requests decoded together (rows of one verify pass).")] = 8,
     max_queue: Annotated[int, typer.Option("--max-queue", min=0, rich_help_panel=SERVER,
                                            help="Requests that may wait for a row; more get HTTP 429.")] = 64,
-    api_key: Annotated[Optional[str], typer.Option("--api-key", envvar="REDRAFTER_API_KEY", rich_help_panel=SERVER,
+    api_key: Annotated[str | None, typer.Option("--api-key", envvar="REDRAFTER_API_KEY", rich_help_panel=SERVER,
                                                    help="Require 'Authorization: Bearer KEY' on every request.")] = None,
-    model_id: Annotated[Optional[str], typer.Option("--model-id", rich_help_panel=SERVER,
+    model_id: Annotated[str | None, typer.Option("--model-id", rich_help_panel=SERVER,
                                                     help="The name clients pass as `model` (default: --model).")] = None,
     *,
     options: DecodingOptions,

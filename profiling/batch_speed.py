@@ -17,10 +17,10 @@ import time
 from dataclasses import replace
 
 import mlx.core as mx
+from redrafter_mlx.cli.bench import eval_texts
 
 from redrafter_mlx.api import Pipeline, load
 from redrafter_mlx.batch import BatchDecoder, Request
-from redrafter_mlx.cli.bench import eval_texts
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.prompting import encode_prompt

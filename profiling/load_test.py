@@ -23,11 +23,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
-
 from redrafter_mlx.cli.bench import eval_texts
+from redrafter_mlx.profiling.bench import mlx_lm_folder, scratch_dir
+
 from redrafter_mlx.fastblas import find_openblas
 from redrafter_mlx.loading import load as load_model
-from redrafter_mlx.profiling.bench import mlx_lm_folder, scratch_dir
 
 
 def free_port() -> int:
@@ -94,7 +94,7 @@ async def load(url: str, model: str, prompts: list[str], concurrency: int, max_t
         wall = time.perf_counter() - tic
     latencies = sorted(r["latency"] for r in results)
     ttfts = sorted(r["ttft"] for r in results)
-    pick = lambda xs, q: xs[min(len(xs) - 1, int(q * len(xs)))]  # noqa: E731
+    pick = lambda xs, q: xs[min(len(xs) - 1, int(q * len(xs)))]
     return {"concurrency": concurrency, "requests": len(prompts), "wall_s": wall,
             "requests_per_s": len(prompts) / wall, "tokens_per_s": sum(r["tokens"] for r in results) / wall,
             "latency_p50": pick(latencies, 0.5), "latency_p95": pick(latencies, 0.95),

@@ -74,9 +74,9 @@ class _Row:
 
 
 class BatchDecoder:
-    """Continuous-batching ReDrafter decoding of up to any number of rows, one verify pass
-    per step for all of them. Use: `add` requests, call `step` while `rows` is non-empty,
-    `remove` a row whose client left."""
+    """Continuous-batching tree-verified decoding: one verify pass per step for every row.
+    Use: `add` requests, call `step` while `rows` is non-empty, `remove` a row whose client
+    left. `shape`: the tree every row drafts (default W=3 L=5 S=3); no drafter: plain decoding."""
 
     def __init__(self, model: Model, drafter: TreeDrafter | None, shape: TreeShape | None = None, *,
                  top_k: int = 50, lookup: bool = True, eos_ids: Iterable[int] = ()):

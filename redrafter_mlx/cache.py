@@ -75,6 +75,14 @@ class KVCache:
         return [a for a in self.keys + self.values if a is not None]
 
 
+def _padded(a: mx.array, capacity: int) -> mx.array:
+    """Keys or values (B, n_kv, T, Dh) with T extended by zeros to at least `capacity`."""
+    B, n_kv, length, head_dim = a.shape
+    if length >= capacity:
+        return a
+    return mx.concatenate([a, mx.zeros((B, n_kv, capacity - length, head_dim), a.dtype)], axis=2)
+
+
 class BatchKVCache:
     """One KV cache for B sequences of different lengths, so B trees verify in one forward.
 
@@ -111,9 +119,7 @@ class BatchKVCache:
     def _resize(self, capacity: int) -> None:
         for store in (self.keys, self.values):
             for layer, a in enumerate(store):
-                B, n_kv, old, head_dim = a.shape
-                if capacity > old:
-                    store[layer] = mx.concatenate([a, mx.zeros((B, n_kv, capacity - old, head_dim), a.dtype)], axis=2)
+                store[layer] = _padded(a, capacity)
 
     def write(self, layer: int, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
         """Store a pending block (B, n_kv, T, Dh) at every row's length; return the keys and
@@ -163,10 +169,8 @@ class BatchKVCache:
             self._resize(capacity)
         for store, source in ((self.keys, cache.keys), (self.values, cache.values)):
             for layer, a in enumerate(source):
-                B, n_kv, old, head_dim = a.shape
-                row = a if old == capacity else mx.concatenate(
-                    [a, mx.zeros((1, n_kv, capacity - old, head_dim), a.dtype)], axis=2)
-                store[layer] = row if store[layer] is None or not self.rows else mx.concatenate([store[layer], row])
+                row = _padded(a, capacity)
+                store[layer] = mx.concatenate([store[layer], row]) if self.rows else row
         self._set_lengths(self.lengths + [cache.length])
 
     def keep(self, rows: list[int]) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import mlx.core as mx
 import pytest
 
 from redrafter_mlx.batch import BatchDecoder, Request
@@ -21,8 +20,14 @@ from .conftest import PROMPTS, collect, count_host_reads
 from .test_eagle import random_eagle
 from .test_medusa import random_medusa
 from .test_mlp_speculator import random_speculator
-from .test_redrafter import (TINY, TINY_PROMPT, TINY_VOCAB, chi_square_p_value, exact_sequence_probabilities,
-                             random_drafter)
+from .test_redrafter import (
+    TINY,
+    TINY_PROMPT,
+    TINY_VOCAB,
+    chi_square_p_value,
+    exact_sequence_probabilities,
+    random_drafter,
+)
 
 MORE_PROMPTS = [*PROMPTS, "Write a Python function that reverses a string.", "List the planets of the solar system.",
                 "Say hello."]
