@@ -25,7 +25,7 @@ import mlx.core as mx
 
 from .acceptance import accept
 from .cache import BatchKVCache, KVCache
-from .decoding import GenerationStats, context_room, sampler_scores
+from .decoding import GenerationStats, answer_part, context_room, sampler_scores
 from .drafting import TreeDrafter, TreeShape, make_batch_draft_fn
 from .errors import InputError
 from .lookup import TextBuffer
@@ -125,10 +125,8 @@ class BatchDecoder:
         self.cache.append(cache)
         self.rows.append(row)
         self.beams = beams if self.beams is None else mx.concatenate([self.beams, beams])
-        self.layout = layout if self.layout is None else TreeLayout(
-            *(mx.concatenate([a, b]) for a, b in zip(
-                (self.layout.unpack_index, self.layout.owner, self.layout.count),
-                (layout.unpack_index, layout.owner, layout.count))))
+        self.layout = layout if self.layout is None else TreeLayout.combine(
+            lambda a, b: mx.concatenate([a, b]), self.layout, layout)
         return Update(handle, [first], stats)
 
     def remove(self, handle: Hashable) -> Update | None:
@@ -148,7 +146,7 @@ class BatchDecoder:
             return
         index = mx.array(keep, mx.int32)
         self.beams = self.beams[index]
-        self.layout = TreeLayout(self.layout.unpack_index[index], self.layout.owner[index], self.layout.count[index])
+        self.layout = TreeLayout.combine(lambda a: a[index], self.layout)
 
     def step(self) -> list[Update]:
         """Verify every row's tree in one forward pass; an update per row (rows whose answer
@@ -157,8 +155,7 @@ class BatchDecoder:
         if not rows:
             return []
         size = self.padded[max(row.count for row in rows)]
-        packed = [pack(beams[b], TreeLayout(layout.unpack_index[b], layout.owner[b], layout.count[b]), size)
-                  for b in range(len(rows))]
+        packed = [pack(beams[b], TreeLayout.combine(lambda a, b=b: a[b], layout), size) for b in range(len(rows))]
         tokens = mx.stack([p.tokens for p in packed])
         positions = mx.stack([p.depth for p in packed]) + self.cache.offsets()[:, None]
         mask = self.cache.attention_mask(mx.stack([p.mask for p in packed]))
@@ -191,14 +188,11 @@ class BatchDecoder:
             stats.verified_tokens.append(row.count)
             stats.tree_cells.append(self.shape.beam_width * self.shape.beam_length)
             row.count = counts[b]
-            new = emitted[b * length : b * length + accepted[b] + 1]
-            stop = next((i for i, t in enumerate(new) if t in self.eos_ids), None)
-            if stop is not None:
-                new = new[:stop]
-            new = new[: row.max_tokens - stats.num_tokens]
+            new, stop = answer_part(emitted[b * length : b * length + accepted[b] + 1], self.eos_ids,
+                                    row.max_tokens - stats.num_tokens)
             stats.num_tokens += len(new)
             stats.generation_time = now - row.started
-            finish = "stop" if stop is not None else "length" if stats.num_tokens >= row.max_tokens else None
+            finish = "stop" if stop else "length" if stats.num_tokens >= row.max_tokens else None
             if finish:
                 stats.finish_reason = finish
             else:

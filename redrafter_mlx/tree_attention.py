@@ -10,7 +10,8 @@ the same host read as the accepted tokens and pads to a bucket size, so shapes s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 
 import mlx.core as mx
 
@@ -33,6 +34,12 @@ class TreeLayout:
     unpack_index: mx.array  # (W, L) int32: packed position of beams[w, k]
     owner: mx.array  # (W, L) int32: the smallest beam holding prefix beams[w, :k+1]
     count: mx.array  # () int32: number of unique tokens (the packed length before padding)
+
+    @staticmethod
+    def combine(fn: Callable[..., mx.array], *layouts: TreeLayout) -> TreeLayout:
+        """Apply `fn` field by field across layouts: stack per-row layouts, take rows, join
+        batches (a batch's layout has a leading B axis on every field)."""
+        return TreeLayout(*(fn(*(getattr(t, f.name) for t in layouts)) for f in fields(TreeLayout)))
 
 
 def tree_layout(beams: mx.array) -> TreeLayout:

@@ -75,9 +75,8 @@ def make_batch_draft_fn(
                                           top_k, shape.search_width)
             if lookup:
                 beams = with_lookup_beam(beams, text, length, drafter.ngrams)
-        layouts = [tree_layout(beams[b]) for b in range(beams.shape[0])]
-        return (beams, *(mx.stack([getattr(t, name) for t in layouts])
-                         for name in ("unpack_index", "owner", "count")))
+        layout = TreeLayout.combine(lambda *rows: mx.stack(rows), *(tree_layout(beams[b]) for b in range(beams.shape[0])))
+        return beams, layout.unpack_index, layout.owner, layout.count
 
     phase = draft if drafter is not None and drafter.stateful else mx.compile(draft)
 
@@ -97,6 +96,6 @@ def make_draft_fn(
 
     def run(hidden: mx.array, token: mx.array, text: mx.array, length: mx.array) -> tuple[mx.array, TreeLayout]:
         beams, layout = batched(hidden[None], token.reshape(1), text, length)
-        return beams[0], TreeLayout(layout.unpack_index[0], layout.owner[0], layout.count[0])
+        return beams[0], TreeLayout.combine(lambda a: a[0], layout)
 
     return run
