@@ -97,6 +97,13 @@ def make_greedy_or_sampler(temp: float = 0.0, top_p: float = 0.0, top_k: int = 0
     return sample
 
 
+def answer_part(tokens: list[int], eos_ids: set[int] | frozenset[int], room: int) -> tuple[list[int], bool]:
+    """What a step's accepted tokens add to the answer: those before the first EOS, at most
+    `room` of them; and whether an EOS ended the answer."""
+    stop = next((i for i, t in enumerate(tokens) if t in eos_ids), None)
+    return tokens[: len(tokens) if stop is None else stop][:room], stop is not None
+
+
 def log_softmax(logits: mx.array) -> mx.array:
     return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
 
@@ -286,16 +293,14 @@ def generate_redrafter(
             if adapt is not None:
                 adapt.observe(verified, accepted)
             stats.accepted_per_step.append(accepted + 1)
-            new = emitted[: accepted + 1]
-            stop = next((i for i, t in enumerate(new) if t in eos_ids), None)
-            if stop is not None:
-                new, stats.finish_reason = new[:stop], "stop"
-            new = new[: max_tokens - stats.num_tokens]
+            new, stop = answer_part(emitted[: accepted + 1], eos_ids, max_tokens - stats.num_tokens)
+            if stop:
+                stats.finish_reason = "stop"
             stats.num_tokens += len(new)
             stats.generation_time = time.perf_counter() - tic
             if new:
                 yield Step(new, stats)
-            if stop is not None:
+            if stop:
                 break
     finally:
         stats.phase_times = {k: v - before.get(k, 0.0) for k, v in timer.totals.items()}
