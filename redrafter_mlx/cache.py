@@ -99,6 +99,7 @@ class BatchKVCache:
         self.lengths: list[int] = []
         self.chunk = chunk
         self._offsets = mx.zeros((0,), mx.int32)
+        self._block_index: mx.array | None = None  # where this step's block goes, shared by every layer
 
     @property
     def rows(self) -> int:
@@ -115,6 +116,7 @@ class BatchKVCache:
     def _set_lengths(self, lengths: list[int]) -> None:
         self.lengths = lengths
         self._offsets = mx.array(lengths, mx.int32)
+        self._block_index = None
 
     def _resize(self, capacity: int) -> None:
         for store in (self.keys, self.values):
@@ -128,9 +130,11 @@ class BatchKVCache:
         end = max(self.lengths) + block
         if end > self.capacity:
             self._resize(-(-end // self.chunk) * self.chunk)
-        index = mx.broadcast_to((self._offsets[:, None] + mx.arange(block))[:, None, :, None], keys.shape)
-        self.keys[layer] = mx.put_along_axis(self.keys[layer], index, keys, axis=2)
-        self.values[layer] = mx.put_along_axis(self.values[layer], index, values, axis=2)
+        if self._block_index is None or self._block_index.shape != keys.shape:
+            self._block_index = mx.broadcast_to((self._offsets[:, None] + mx.arange(block))[:, None, :, None],
+                                                keys.shape)
+        self.keys[layer] = mx.put_along_axis(self.keys[layer], self._block_index, keys, axis=2)
+        self.values[layer] = mx.put_along_axis(self.values[layer], self._block_index, values, axis=2)
         return self.keys[layer][..., :end, :], self.values[layer][..., :end, :]
 
     def attention_mask(self, tree_mask: mx.array) -> mx.array:
@@ -148,13 +152,13 @@ class BatchKVCache:
         """Move each row's pending tokens block_index[b] (B, n) to the front of its block
         (lazy, fixed-shape; `commit` then keeps the accepted ones)."""
         start = self._offsets[:, None]
-        source = (start + block_index)[:, None, :, None]
-        target = (start + mx.arange(block_index.shape[1]))[:, None, :, None]
+        B, n_kv, _, head_dim = self.keys[0].shape
+        shape = (B, n_kv, block_index.shape[1], head_dim)
+        source = mx.broadcast_to((start + block_index)[:, None, :, None], shape)
+        target = mx.broadcast_to((start + mx.arange(block_index.shape[1]))[:, None, :, None], shape)
         for store in (self.keys, self.values):
             for layer, a in enumerate(store):
-                shape = (a.shape[0], a.shape[1], block_index.shape[1], a.shape[3])
-                moved = mx.take_along_axis(a, mx.broadcast_to(source, shape), axis=2)
-                store[layer] = mx.put_along_axis(a, mx.broadcast_to(target, shape), moved, axis=2)
+                store[layer] = mx.put_along_axis(a, target, mx.take_along_axis(a, source, axis=2), axis=2)
 
     def commit(self, counts: list[int]) -> None:
         """Keep the first counts[b] tokens of row b's pending block."""
