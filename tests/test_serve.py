@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -19,6 +18,7 @@ import mlx.core as mx
 import pytest
 import uvicorn
 from openai import AsyncOpenAI, OpenAI
+from redrafter_mlx.profiling.load_test import free_port
 
 from redrafter_mlx.api import Pipeline, generate
 from redrafter_mlx.drafting import TreeShape
@@ -33,12 +33,6 @@ from .test_eagle import random_eagle
 
 SHAPE = TreeShape(3, 4, 8)
 MODEL = "smollm2-135m"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from redrafter_mlx.training.start import make_drafter
 
 from .conftest import collect, llm_hidden_states
 from .test_training import VOCAB, _cfg, assert_resume_matches, pattern_records, tiny
-from .test_training_kinds import greedy_records, randomised
+from .test_training_kinds import assert_refused, greedy_records, randomised, train_cli
 
 torch = pytest.importorskip("torch")
 from .test_eagle import torch_eagle  # noqa: E402  (needs torch)
@@ -201,28 +201,13 @@ def test_cli_trains_an_eagle_and_refuses_other_kinds_flags(tmp_path, write_tiny_
     """`redrafter train --kind eagle`: its flags reach the config, other kinds' architecture
     flags (and --predict) are one usage line, its flags with another kind too; --resume takes
     the checkpoint's kind."""
-    from redrafter_mlx.cli.main import load_commands
-    from typer.testing import CliRunner
-
-    model = write_tiny_folder(tmp_path / "model")
-    data = tmp_path / "distill.jsonl"
-    data.write_text("".join(r.to_json() + "\n" for r in pattern_records(12, length=10)))
-    app = load_commands()
-
-    def run(out, *args):
-        base = ["train", "-M", str(model), "--out", str(tmp_path / out), "--skip-distill", "--distill-data", str(data),
-                "--eval-prompts", "0", "--batch-positions", "16"]
-        return CliRunner().invoke(app, base + list(args))
-
-    for args, message in [(["--kind", "eagle", "--token-subset", "128"], "--token-subset is for --kind redrafter"),
-                          (["--kind", "eagle", "--layers", "2"], "--layers is for --kind redrafter or medusa, not eagle"),
-                          (["--kind", "eagle", "--predict", "2"], "--predict is for --kind redrafter or mlp-speculator"),
-                          (["--kind", "medusa", "--eagle-seq", "8"], "--eagle-seq is for --kind eagle, not medusa"),
-                          (["--eagle-noise", "0.1"], "--eagle-noise is for --kind eagle, not redrafter")]:
-        result = run("refused", *args)
-        assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
-        assert message in result.output, result.output
-        assert not (tmp_path / "refused").exists()
+    run = train_cli(tmp_path, write_tiny_folder(tmp_path / "model"))
+    assert_refused(run, tmp_path, [
+        (["--kind", "eagle", "--token-subset", "128"], "--token-subset is for --kind redrafter"),
+        (["--kind", "eagle", "--layers", "2"], "--layers is for --kind redrafter or medusa, not eagle"),
+        (["--kind", "eagle", "--predict", "2"], "--predict is for --kind redrafter or mlp-speculator"),
+        (["--kind", "medusa", "--eagle-seq", "8"], "--eagle-seq is for --kind eagle, not medusa"),
+        (["--eagle-noise", "0.1"], "--eagle-noise is for --kind eagle, not redrafter")])
 
     first = run("eagle", "--kind", "eagle", "--eagle-layers", "2", "--eagle-seq", "8", "--eagle-noise", "0.1",
                 "--eagle-cls-weight", "0.5", "--steps", "2", "--eval-every", "2")

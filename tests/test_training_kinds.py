@@ -214,33 +214,45 @@ def test_init_from_needs_the_same_kind_and_enough_depths(tmp_path):
                       _cfg(kind="mlp-speculator", predict=3), init_from=first)
 
 
-def test_cli_trains_each_kind_and_refuses_other_kinds_flags(tmp_path, write_tiny_folder):
-    """`redrafter train --kind`: the kind's size flags reach its config.json, another kind's
-    architecture flag is one usage line before anything is written, --resume and
-    --init-from take the kind of the drafter they continue."""
+def train_cli(tmp_path, model, *options: str):
+    """`run(out, *args)`: `redrafter train` of the tiny model on 12 pattern answers into
+    tmp_path / out, with `options` and `args` (through typer's runner)."""
     from redrafter_mlx.cli.main import load_commands
     from typer.testing import CliRunner
 
-    model = write_tiny_folder(tmp_path / "model")
     data = tmp_path / "distill.jsonl"
     data.write_text("".join(r.to_json() + "\n" for r in pattern_records(12, length=10)))
     app = load_commands()
 
     def run(out, *args):
         base = ["train", "-M", str(model), "--out", str(tmp_path / out), "--skip-distill", "--distill-data", str(data),
-                "--eval-prompts", "0", "--batch-positions", "16", "--predict", "2"]
+                "--eval-prompts", "0", "--batch-positions", "16", *options]
         return CliRunner().invoke(app, base + list(args))
 
-    for args, message in [(["--kind", "medusa", "--token-subset", "128"], "--token-subset is for --kind redrafter, not medusa"),
-                          (["--kind", "mlp-speculator", "--tied"], "--tied/--untied is for --kind redrafter, not mlp-speculator"),
-                          (["--kind", "mlp-speculator", "--layers", "2"], "--layers is for --kind redrafter or medusa"),
-                          (["--inner-dim", "32"], "--inner-dim is for --kind mlp-speculator, not redrafter"),
-                          (["--kind", "draft-llm"], "--kind: choose one of redrafter, mlp-speculator, medusa, eagle"),
-                          (["--kind", "mlp-speculator", "--tie-weights", "--predict", "1"], "tie_weights needs predict >= 2")]:
+    return run
+
+
+def assert_refused(run, tmp_path, cases) -> None:
+    """Each (args, message): one usage line holding the message, and nothing written."""
+    for args, message in cases:
         result = run("refused", *args)
         assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
         assert message in result.output, result.output
         assert not (tmp_path / "refused").exists()
+
+
+def test_cli_trains_each_kind_and_refuses_other_kinds_flags(tmp_path, write_tiny_folder):
+    """`redrafter train --kind`: the kind's size flags reach its config.json, another kind's
+    architecture flag is one usage line before anything is written, --resume and
+    --init-from take the kind of the drafter they continue."""
+    run = train_cli(tmp_path, write_tiny_folder(tmp_path / "model"), "--predict", "2")
+    assert_refused(run, tmp_path, [
+        (["--kind", "medusa", "--token-subset", "128"], "--token-subset is for --kind redrafter, not medusa"),
+        (["--kind", "mlp-speculator", "--tied"], "--tied/--untied is for --kind redrafter, not mlp-speculator"),
+        (["--kind", "mlp-speculator", "--layers", "2"], "--layers is for --kind redrafter or medusa"),
+        (["--inner-dim", "32"], "--inner-dim is for --kind mlp-speculator, not redrafter"),
+        (["--kind", "draft-llm"], "--kind: choose one of redrafter, mlp-speculator, medusa, eagle"),
+        (["--kind", "mlp-speculator", "--tie-weights", "--predict", "1"], "tie_weights needs predict >= 2")])
 
     mlp = run("mlp", "--kind", "mlp-speculator", "--inner-dim", "32", "--tie-weights", "--scale-input", "--steps", "2",
               "--eval-every", "2")
@@ -262,4 +274,4 @@ def test_cli_trains_each_kind_and_refuses_other_kinds_flags(tmp_path, write_tiny
     assert medusa.exit_code == 0, medusa.output
     config = load_drafter_folder(tmp_path / "medusa", mx.float32).config
     assert (config.num_heads, config.num_layers) == (2, 2)
-    assert len(read_distill_file(data)) == 12  # --skip-distill: the data file is as it was
+    assert len(read_distill_file(tmp_path / "distill.jsonl")) == 12  # --skip-distill: the data file is as it was
