@@ -9,6 +9,7 @@ from mlx_lm.models import llama as mlx_lm_llama
 from mlx_lm.models.cache import make_prompt_cache
 from mlx.utils import tree_flatten
 
+from redrafter_mlx.models import llama
 from redrafter_mlx.models.llama import Model, ModelArgs
 
 from .conftest import random_model, tiny_config
@@ -100,3 +101,28 @@ def test_forward_matches_mlx_lm_llama_with_cache():
         got = ours.logits(ours(tokens[:, start:end], cache))
         cache.commit(end - start)
         assert mx.abs(expected - got).max().item() <= 1e-5
+
+
+def test_compiled_short_blocks_match_the_plain_forward_and_see_new_weights(monkeypatch):
+    """Decoding and verification blocks run compiled layers, prefill-length ones do not: both
+    give the same states, and the compiled layers read weights loaded after their first trace."""
+    config = tiny_config(vocab_size=300)
+    model = random_model(config)
+    prefix = mx.array([[5, 6, 7, 8, 9]])
+    tree, positions = mx.array([TREE_TOKENS]), mx.array([[5, 6, 7, 7, 6, 7]])
+    mask = mx.concatenate([mx.ones((6, 5), mx.bool_), mx.array(np.tril(np.ones((6, 6), bool)))], axis=1)[None, None]
+
+    def forward(limit: int) -> mx.array:
+        monkeypatch.setattr(llama, "COMPILED_MAX_TOKENS", limit)
+        cache = model.make_cache()
+        model(prefix, cache)
+        cache.commit(prefix.shape[1])
+        step = model(tree[:, :1], cache)  # one token, contiguous positions
+        return mx.concatenate([step, model(tree, cache, positions, mask)], axis=1)
+
+    compiled, plain = forward(64), forward(0)
+    assert mx.abs(compiled - plain).max().item() <= 1e-6
+    model.load_weights(list(tree_flatten(random_model(config, seed=1).parameters())))
+    reloaded = forward(64)
+    assert mx.abs(reloaded - forward(0)).max().item() <= 1e-6
+    assert mx.abs(reloaded - compiled).max().item() > 1e-2

