@@ -55,11 +55,9 @@ class KVCache:
         self.length += n
 
     def gather_pending(self, block_index: mx.array) -> None:
-        """Reorder the pending block so its tokens `block_index` (n,) come first.
-
-        Lazy and fixed-shape: the loop calls `commit` with the accepted count once it has
-        read it, so compaction needs no host sync of its own.
-        """
+        """Reorder the pending block so its tokens `block_index` (n,) come first (lazy; the
+        loop then commits the first n). Two ops per layer and array, so the loop calls it
+        only when the accepted tokens are not already at the front."""
         start, end = self.length, self.length + block_index.shape[0]
         index = block_index + start
         for layer in range(len(self.keys)):

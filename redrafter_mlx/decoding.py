@@ -207,7 +207,9 @@ def generate_redrafter(
     else to the drafter's stored continuation of it (`drafter.ngrams`, `ngrams.py`); (3) the
     unique prefixes are packed and verified in ONE forward pass with a tree mask; (4) the
     longest accepted prefix is kept and the cache compacted to it. The only host read per
-    step fetches the accepted tokens together with the next tree's packed length. Same
+    step fetches the accepted tokens and their packed positions together with the next
+    tree's packed length; the cache moves those positions to the front only when they are
+    not there already (the first beam's path is), which most steps skip. Same
     interface and cache contract as `generate_ar`; `context` holds the tokens before
     `prompt` that the cache already has (earlier turns), for the lookup and stateful drafters.
     `verify_lengths[c]`: the length a tree of c unique tokens is padded to for the verify
@@ -277,16 +279,18 @@ def generate_redrafter(
             timer.mark("verify", scores)
             result = accept(beams, layout.unpack_index, scores, sampler)
             timer.mark("accept", result.emitted)
-            cache.gather_pending(result.path)
-            timer.mark("cache", *cache.state())
             verified = tree
             tree, beams, layout = draft(block[result.next_index], result.next_token, result.emitted,
                                         block[result.path], result.accepted + 1)
             stats.verified_tokens.append(count)
             stats.tree_cells.append(verified.beam_width * verified.beam_length)
-            accepted, *emitted, count = mx.concatenate(
-                [result.accepted[None], result.emitted, layout.count[None]]
+            accepted, *read, count = mx.concatenate(
+                [result.accepted[None], result.emitted, result.path, layout.count[None]]
             ).tolist()
+            emitted, kept = read[: verified.beam_length], read[verified.beam_length :][: accepted + 1]
+            if kept != list(range(accepted + 1)):  # the accepted beam's tokens are not in place yet
+                cache.gather_pending(mx.array(kept, mx.int32))
+            timer.mark("cache", *cache.state())
             cache.commit(accepted + 1)
             session.commit(accepted + 1)
             text.commit(accepted + 1)
