@@ -287,8 +287,9 @@ def generate_redrafter(
             accepted, *read, count = mx.concatenate(
                 [result.accepted[None], result.emitted, result.path, layout.count[None]]
             ).tolist()
-            emitted, kept = read[: verified.beam_length], read[verified.beam_length :][: accepted + 1]
-            if kept != list(range(accepted + 1)):  # the accepted beam's tokens are not in place yet
+            emitted, path = read[: verified.beam_length], read[verified.beam_length :]
+            kept = path[: accepted + 1]  # packed positions of the tokens the cache keeps
+            if kept != list(range(accepted + 1)):  # not already in front (the first beam's are)
                 cache.gather_pending(mx.array(kept, mx.int32))
             timer.mark("cache", *cache.state())
             cache.commit(accepted + 1)

@@ -10,6 +10,7 @@ import pytest
 from mlx_lm.sample_utils import make_sampler
 
 from redrafter_mlx import decoding
+from redrafter_mlx.cache import KVCache
 from redrafter_mlx.decoding import generate_ar, generate_redrafter
 from redrafter_mlx.drafter import Drafter, DrafterConfig
 from redrafter_mlx.loading import load_drafter_for
@@ -68,6 +69,24 @@ def test_greedy_redrafter_matches_autoregressive_with_the_shipped_drafter(
         assert tokens == expected and stats.finish_reason == reason
         accepted += stats.accepted_per_step
     assert max(accepted) > 1  # the trained drafter really gets drafts accepted
+
+
+def test_the_cache_is_compacted_only_when_the_accepted_beam_is_not_first(embedded, embedded_runs, monkeypatch):
+    """The first beam's tokens sit in front of the verified block already: steps that accept
+    it (or no draft) skip the gather, the others move their path, and the output stays AR's."""
+    gathered = []
+    original = KVCache.gather_pending
+    monkeypatch.setattr(KVCache, "gather_pending",
+                        lambda cache, index: (gathered.append(index.tolist()), original(cache, index)))
+    drafter = load_drafter_for(embedded, None)
+    steps = 0
+    for ids, expected, _ in embedded_runs:
+        tokens, stats = collect(generate_redrafter(embedded.model, drafter, ids, beam_width=3, beam_length=5,
+                                                   max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids))
+        assert tokens == expected
+        steps += stats.steps
+    assert 0 < len(gathered) < steps
+    assert all(index[0] == 0 and index != list(range(len(index))) for index in gathered)
 
 
 def test_padding_trees_to_longer_verify_lengths_changes_no_token(embedded, embedded_runs):
