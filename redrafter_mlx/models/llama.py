@@ -21,7 +21,8 @@ from .. import fastmath
 from ..cache import KVCache
 
 Mask = mx.array | str | None  # bool/additive (B|1, 1, T, S), "causal", or None (attend all)
-COMPILED_MAX_TOKENS = 64  # blocks up to this long per row run compiled layers; longer (prefill) would retrace per length
+# Blocks up to this long per row run compiled layers; longer ones (prefill) would retrace per length.
+COMPILED_MAX_TOKENS = 64
 
 
 class Attention(nn.Module):
