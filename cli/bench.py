@@ -12,14 +12,15 @@ from rich.table import Table
 
 from redrafter_mlx import runtime
 from redrafter_mlx.api import Pipeline
-from redrafter_mlx.data import balanced_subset, load_prompts
+from redrafter_mlx.formats.prompt_sets import balanced_subset, load_prompts
 from redrafter_mlx.drafting import TreeShape
-from redrafter_mlx.loading import DEFAULT_MODEL, load, load_drafter_for
+from redrafter_mlx.drafting.loading import load_drafter_for
+from redrafter_mlx.formats.loading import DEFAULT_MODEL, load
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.profiling import bench as runner
 from redrafter_mlx.profiling.verify_cost import verify_cost as measure_verify_cost
 from redrafter_mlx.prompting import encode_prompt
-from redrafter_mlx.replay import record_answers, replay
+from redrafter_mlx.training.replay import record_answers, replay
 
 from .app import UsageError, app, console, friendly_errors, print_json
 from .generate import read_prompts

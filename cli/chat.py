@@ -10,7 +10,7 @@ from redrafter_mlx import runtime
 from redrafter_mlx.chat import ChatSession
 from redrafter_mlx.decoding import GenerationStats
 from redrafter_mlx.errors import InputError
-from redrafter_mlx.loading import DEFAULT_MODEL
+from redrafter_mlx.formats.loading import DEFAULT_MODEL
 from redrafter_mlx.options import DecodingOptions
 
 from .app import UsageError, app, console, friendly_errors, print_error

@@ -9,10 +9,11 @@ from typing import Annotated, Optional
 import typer
 
 from redrafter_mlx import runtime
-from redrafter_mlx.convert import convert_drafter, head_tokens_for, parameter_count, read_llm_config
-from redrafter_mlx.drafter import _read_config
-from redrafter_mlx.drafting.kinds import FORMATS, convert_upstream, detect_format
-from redrafter_mlx.token_ranking import DEFAULT_CORPUS
+from redrafter_mlx.drafting.kinds.rnn import read_config
+from redrafter_mlx.drafting.kinds.rnn_convert import convert_drafter, parameter_count
+from redrafter_mlx.drafting.registry import FORMATS, convert_upstream, detect_format
+from redrafter_mlx.formats.target_llm import head_tokens_for, read_llm_config
+from redrafter_mlx.formats.token_ranking import DEFAULT_CORPUS
 
 from .app import UsageError, app, console, friendly_errors
 from .options import DTypeOpt
@@ -91,7 +92,7 @@ def convert(
         bits=(bits or 4) if quantize else None, group_size=group_size or 64,
         llm_config=llm_config, head_token_ids=head_token_ids, force=force,
     )
-    config = _read_config(path)
+    config = read_config(path)
     quant = config.quantization
     how = f"{quant['bits']}-bit, group size {quant['group_size']}" if quant else "not quantized"
     if config.token_subset_size:

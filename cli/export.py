@@ -9,8 +9,8 @@ import typer
 from mlx.utils import tree_flatten
 
 from redrafter_mlx import runtime
-from redrafter_mlx.export import export_hf_folder
-from redrafter_mlx.loading import DEFAULT_MODEL, SHIPPED_DRAFTER_KEY, load, shipped_drafter_name
+from redrafter_mlx.formats.export import export_hf_folder
+from redrafter_mlx.formats.loading import DEFAULT_MODEL, SHIPPED_DRAFTER_KEY, load, shipped_drafter_name
 
 from .app import app, console, friendly_errors
 from .options import DTypeOpt, ModelOpt

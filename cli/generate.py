@@ -13,10 +13,10 @@ import typer
 from redrafter_mlx import runtime
 from redrafter_mlx.api import Pipeline, with_text
 from redrafter_mlx.decoding import GenerationStats
-from redrafter_mlx.loading import DEFAULT_MODEL
+from redrafter_mlx.formats.loading import DEFAULT_MODEL
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.prompting import encode_prompt
-from redrafter_mlx.timers import PhaseTimer
+from redrafter_mlx.runtime.timers import PhaseTimer
 from redrafter_mlx.tuning import DraftPlan
 
 from .app import UsageError, app, console, friendly_errors, print_json
@@ -105,7 +105,7 @@ def generate_one(
     tokens: list[int] = []
     pieces: list[str] = []
     stats = GenerationStats()
-    steps = pipeline.decode(prompt_ids, options, drafting, timer=timer)
+    steps = pipeline.steps(prompt_ids, options, drafting, timer=timer)
     try:
         for response in with_text(pipeline.tokenizer, steps):
             tokens += response.tokens

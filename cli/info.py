@@ -11,8 +11,8 @@ from rich.table import Table
 
 from redrafter_mlx import runtime
 from redrafter_mlx.errors import InputError
-from redrafter_mlx.loading import ALIASES, DEFAULT_MODEL, SHIPPED_DRAFTERS, load, shipped_drafter_name
-from redrafter_mlx.tuning import CALIBRATION_FILE, calibration_dir, read_calibration
+from redrafter_mlx.formats.loading import ALIASES, DEFAULT_MODEL, SHIPPED_DRAFTERS, load, shipped_drafter_name
+from redrafter_mlx.tuning.calibration import CALIBRATION_FILE, calibration_dir, read_calibration
 
 from .app import app, friendly_errors
 from .options import ModelOpt

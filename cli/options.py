@@ -18,9 +18,10 @@ from typing import Annotated, Optional, TypeVar
 
 import typer
 
-from redrafter_mlx import runtime
+from redrafter_mlx import api, runtime
 from redrafter_mlx.api import Pipeline
-from redrafter_mlx.loading import DEFAULT_MODEL, load, load_draft_model, load_drafter_for
+from redrafter_mlx.errors import InputError
+from redrafter_mlx.formats.loading import DEFAULT_MODEL
 from redrafter_mlx.options import SAMPLING_FIELDS, TREE_FIELDS, DecodingOptions
 from redrafter_mlx.tuning import DraftPlan
 
@@ -159,14 +160,16 @@ def plan(pipeline: Pipeline, options: DecodingOptions, quiet: bool = False) -> D
 
 def load_pipeline(model: str, drafter: str | None, dtype: str | None, mode: Mode = Mode.redrafter,
                   draft_model: str | None = None) -> Pipeline:
-    """The LLM and, unless `mode` is ar, its drafter (`draft_model`, else `drafter`, else the
-    one shipped for it)."""
-    if drafter and draft_model:
+    """`api.load` from the flags: the LLM and, unless `mode` is ar (which ignores the drafter
+    flags), its drafter (`draft_model`, else `drafter`, else the one shipped for it, which
+    redrafter mode requires)."""
+    if drafter and draft_model:  # a usage error (exit 2), before anything loads
         raise typer.BadParameter("give --drafter or --draft-model, not both", param_hint="--draft-model")
-    dtype_ = runtime.parse_dtype(dtype)
-    loaded = load(model, dtype_)
     if mode is Mode.ar:
-        return Pipeline(loaded, None, dtype_)
-    if draft_model:
-        return Pipeline(loaded, load_draft_model(loaded, draft_model, dtype_), dtype_)
-    return Pipeline(loaded, load_drafter_for(loaded, drafter, dtype_), dtype_)
+        return api.load(model, drafter=False, dtype=dtype)
+    pipeline = api.load(model, drafter=drafter or None, dtype=dtype, draft_model=draft_model or None)
+    if pipeline.drafter is None:
+        raise InputError(f"no drafter ships for model {pipeline.loaded.name!r}: pass --drafter <folder|hub-id> "
+                         "(train one with `redrafter train`, or convert one with `redrafter convert`), "
+                         "or --mode ar to decode without one")
+    return pipeline

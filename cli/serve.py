@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from redrafter_mlx import runtime
-from redrafter_mlx.loading import DEFAULT_MODEL
+from redrafter_mlx.formats.loading import DEFAULT_MODEL
 from redrafter_mlx.options import DecodingOptions
 
 from .app import app, console, friendly_errors

@@ -12,7 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from redrafter_mlx import runtime
-from redrafter_mlx.loading import DEFAULT_MODEL
+from redrafter_mlx.formats.loading import DEFAULT_MODEL
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.profiling import bench as runner
 from redrafter_mlx.profiling.sweep import grid, plot_all, run_sweep

@@ -13,9 +13,9 @@ from typing import Annotated, Any
 import typer
 
 from redrafter_mlx import runtime
-from redrafter_mlx.data import TRAIN_SPLITS, follow_up_turns, load_prompts
+from redrafter_mlx.formats.prompt_sets import TRAIN_SPLITS, follow_up_turns, load_prompts
 from redrafter_mlx.errors import InputError
-from redrafter_mlx.loading import DEFAULT_MODEL, load
+from redrafter_mlx.formats.loading import DEFAULT_MODEL, load
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.training import TrainConfig
 from redrafter_mlx.training.config import KINDS, MODEL_TYPES
@@ -135,15 +135,15 @@ def train(
     ReDrafter's RNN by default, or (--kind) an MLP speculator or Medusa heads, on the same
     data and loss, or an EAGLE on the same data with its own loss. The defaults are the recipe
     of the shipped SmolLM2-135M drafter (see its model card)."""
-    from redrafter_mlx.distill import check_extensible, distill
-    from redrafter_mlx.distill_workers import distill_in_workers
+    from redrafter_mlx.training.distill import check_extensible, distill
+    from redrafter_mlx.training.distill_workers import distill_in_workers
     from redrafter_mlx.training import prepare_data, train_drafter
 
     if distill_data is not None and not skip_distill:
         try:  # before the model loads and OUT is made: distillation would append to the file
             check_extensible(distill_data)
         except InputError as e:
-            raise UsageError(str(e)) from None
+            raise UsageError(f"{e} (--skip-distill)") from None
     if init_from is not None and not (init_from / "config.json").is_file():
         raise UsageError(f"{init_from}: not a drafter folder (no config.json)")
     if out.exists() and not out.is_dir():
@@ -247,7 +247,7 @@ def train_config(options: Mapping[str, Any], decoding: DecodingOptions = Decodin
 def resolve_kind(kind: str | None, out: Path, resume: bool, init_from: Path | None) -> str:
     """The kind to train: --kind, else that of the checkpoint a --resume continues, else that
     of the --init-from folder, else redrafter; a --kind that contradicts either is refused."""
-    from redrafter_mlx.drafting.kinds import drafter_kind
+    from redrafter_mlx.drafting.registry import drafter_kind
     from redrafter_mlx.training.checkpoint import CHECKPOINT_DIR
 
     if kind is not None and kind not in KINDS:

@@ -11,10 +11,10 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from redrafter_mlx import runtime
-from redrafter_mlx.loading import DEFAULT_MODEL
+from redrafter_mlx.formats.loading import DEFAULT_MODEL
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.profiling.calibrate import DEFAULT_LENGTHS, DEFAULT_WIDTHS, WIDE_SEARCH, calibrate, shape_grid, work_units
-from redrafter_mlx.tuning import Calibration, calibration_path, write_calibration
+from redrafter_mlx.tuning.calibration import Calibration, calibration_path, write_calibration
 
 from .app import app, console, friendly_errors, print_json
 from .bench import setup

@@ -1,6 +1,6 @@
 """Build the project's chat prompt sets (``SPLITS``): ``train_prompts.jsonl``,
 ``train_extra_prompts.jsonl`` and one ``train_written*_prompts.jsonl`` per hand-written batch in
-this folder, and ``eval_prompts.jsonl`` in the package (``redrafter_mlx/data/``), the one split
+this folder, and ``eval_prompts.jsonl`` in the package (``redrafter_mlx/assets/``), the one split
 that ships. From the checkout's root:
 
     python -m data.build_prompts                 # rewrite every split where load_prompts reads it
@@ -45,7 +45,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from redrafter_mlx.data import CATEGORIES, EVAL_SPLIT, PACKAGE_DATA, SPLITS, TRAIN_SPLITS, WRITTEN_SOURCES, load_prompts
+from redrafter_mlx.formats.prompt_sets import CATEGORIES, EVAL_SPLIT, PACKAGE_DATA, SPLITS, TRAIN_SPLITS, WRITTEN_SOURCES, load_prompts
 
 from .eval_set import EVAL_PROMPTS, RESERVED_TERMS
 from .handwritten_train import HANDWRITTEN

@@ -1,4 +1,4 @@
-"""Rebuild `redrafter_mlx/token_corpus.txt.gz`, the default text that ranks tokens for
+"""Rebuild `redrafter_mlx/assets/token_corpus.txt.gz`, the default text that ranks tokens for
 `redrafter convert --head-tokens` (`token_ranking.py`).
 
 It is the training split of a distillation file's answers (the shipped SmolLM2 drafter's:
@@ -14,10 +14,10 @@ import argparse
 import gzip
 from pathlib import Path
 
-from redrafter_mlx.convert import read_llm_tokenizer
-from redrafter_mlx.distill import read_distill_file
-from redrafter_mlx.loading import EMBEDDED
-from redrafter_mlx.token_ranking import DEFAULT_CORPUS
+from redrafter_mlx.formats.target_llm import read_llm_tokenizer
+from redrafter_mlx.training.distill import read_distill_file
+from redrafter_mlx.formats.loading import EMBEDDED
+from redrafter_mlx.formats.token_ranking import DEFAULT_CORPUS
 from redrafter_mlx.training import TrainConfig, split_records
 
 

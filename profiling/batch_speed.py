@@ -4,7 +4,7 @@
 
 For each B, the first B held-out eval prompts are decoded (greedy, the drafter's tree with
 the adaptive length off, so both sides verify the same trees) by one `BatchDecoder` (all
-rows join at once) and by B separate batch-1 runs (`generate`); plain decoding is measured
+rows join at once) and by B separate batch-1 runs (`Pipeline.steps`); plain decoding is measured
 the same way (no drafter: trees of one token). Both sides' tokens/s count every answer
 token over the wall time including prefill. The answers must be identical, and are checked.
 """
@@ -20,7 +20,7 @@ import mlx.core as mx
 from redrafter_mlx.cli.bench import eval_texts
 
 from redrafter_mlx.api import Pipeline, load
-from redrafter_mlx.batch import BatchDecoder, Request
+from redrafter_mlx.decoding.batch import BatchDecoder, Request
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.prompting import encode_prompt
@@ -53,7 +53,7 @@ def run_separately(pipeline: Pipeline, prompts: list[list[int]], options: Decodi
     answers = []
     tic = time.perf_counter()
     for ids in prompts:
-        answers.append([t for step in pipeline.decode(ids, options) for t in step.tokens])
+        answers.append([t for step in pipeline.steps(ids, options) for t in step.tokens])
     return answers, time.perf_counter() - tic
 
 

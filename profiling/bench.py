@@ -18,11 +18,12 @@ import mlx.core as mx
 from mlx.utils import tree_flatten
 
 from redrafter_mlx.api import Pipeline
-from redrafter_mlx.decoding import GenerationStats, make_greedy_or_sampler
-from redrafter_mlx.export import export_hf_folder
-from redrafter_mlx.loading import LoadedModel
+from redrafter_mlx.decoding import GenerationStats
+from redrafter_mlx.sampling import make_greedy_or_sampler
+from redrafter_mlx.formats.export import export_hf_folder
+from redrafter_mlx.formats.loading import LoadedModel
 from redrafter_mlx.options import DecodingOptions
-from redrafter_mlx.timers import PhaseTimer
+from redrafter_mlx.runtime.timers import PhaseTimer
 from redrafter_mlx.tuning import DraftPlan
 
 
@@ -113,7 +114,7 @@ def ours(pipeline: Pipeline, options: DecodingOptions, drafting: DraftPlan | Non
     drafting = drafting or pipeline.plan(options)
 
     def decode(ids: list[int]):
-        for step in pipeline.decode(ids, options, drafting, timer=timer):
+        for step in pipeline.steps(ids, options, drafting, timer=timer):
             yield step.tokens, step.stats
 
     return decode
@@ -174,7 +175,7 @@ def warm_up(pipeline: Pipeline, options: DecodingOptions, drafting: DraftPlan | 
     ids = pipeline.tokenizer.encode("Hello")
     short = replace(options, max_tokens=8)
     for each, plan in ((pipeline.autoregressive(), None), (pipeline, drafting)):
-        for _ in each.decode(ids, short, plan):
+        for _ in each.steps(ids, short, plan):
             pass
 
 

@@ -18,12 +18,12 @@ from itertools import product
 import mlx.core as mx
 
 from redrafter_mlx.decoding import generate_ar, generate_redrafter
-from redrafter_mlx.drafter import Drafter
+from redrafter_mlx.drafting.kinds.rnn import RecurrentDrafter
 from redrafter_mlx.drafting import TreeShape, make_draft_fn
 from redrafter_mlx.errors import InputError
-from redrafter_mlx.loading import LoadedModel
-from redrafter_mlx.replay import record_answers, replay
-from redrafter_mlx.tuning import Calibration, ShapeCost
+from redrafter_mlx.formats.loading import LoadedModel
+from redrafter_mlx.training.replay import record_answers, replay
+from redrafter_mlx.tuning import Calibration, DraftPlan, ShapeCost
 
 from .verify_cost import verify_cost
 
@@ -38,7 +38,9 @@ def shape_grid(widths: Sequence[int], lengths: Sequence[int], searches: Sequence
     return sorted(shapes, key=lambda s: (s.beam_width, s.beam_length, s.search_width))
 
 
-def time_draft(drafter: Drafter, embedding, shape: TreeShape, lookup: bool, hidden_size: int, repeats: int = 5) -> float:
+def time_draft(
+    drafter: RecurrentDrafter, embedding, shape: TreeShape, lookup: bool, hidden_size: int, repeats: int = 5
+) -> float:
     """Median ms of the compiled draft phase for `shape` (costs do not depend on the data)."""
     draft = make_draft_fn(drafter, embedding, shape, lookup=lookup)
     hidden = mx.random.normal((hidden_size,))
@@ -57,7 +59,7 @@ def time_draft(drafter: Drafter, embedding, shape: TreeShape, lookup: bool, hidd
 
 def calibrate(
     loaded: LoadedModel,
-    drafter: Drafter,
+    drafter: RecurrentDrafter,
     prompts: list[list[int]],
     grid: Sequence[TreeShape],
     *,
@@ -102,18 +104,17 @@ def work_units(grid: Sequence[TreeShape]) -> int:
 
 
 def measure_overhead(
-    loaded: LoadedModel, drafter: Drafter, prompt: list[int], calibration: Calibration, lookup: bool,
+    loaded: LoadedModel, drafter: RecurrentDrafter, prompt: list[int], calibration: Calibration, lookup: bool,
     tokens: int = 48,
 ) -> tuple[float, float]:
     """(ms per step that is neither draft nor verify, ms per AR token), from real decodes."""
     model = loaded.model
     shape = calibration.best() or next(iter(calibration.shapes))
     lengths = calibration.verify_lengths(shape.max_packed)
+    plan = DraftPlan(shape, lengths, calibration, lookup=lookup)
 
     def run():
-        return generate_redrafter(model, drafter, prompt, beam_width=shape.beam_width, beam_length=shape.beam_length,
-                                  search_width=shape.search_width, lookup=lookup, max_tokens=tokens,
-                                  verify_lengths=lengths)
+        return generate_redrafter(model, drafter, prompt, plan, max_tokens=tokens)
 
     for _ in run():  # warm-up
         pass

@@ -24,18 +24,23 @@ import mlx.core as mx
 from mlx.utils import tree_flatten
 from mlx_lm.models.llama import ModelArgs
 
-from redrafter_mlx.convert import read_llm_config
-from redrafter_mlx.drafter import Drafter, DrafterConfig, save_drafter
-from redrafter_mlx.drafting.eagle import Eagle, save_eagle
-from redrafter_mlx.drafting.medusa import Medusa, MedusaConfig, save_medusa
-from redrafter_mlx.drafting.mlp_speculator import MLPSpeculator, MLPSpeculatorConfig, save_mlp_speculator
+from redrafter_mlx.drafting.kinds.eagle import Eagle
+from redrafter_mlx.drafting.kinds.eagle import save as save_eagle
+from redrafter_mlx.drafting.kinds.medusa import Medusa, MedusaConfig
+from redrafter_mlx.drafting.kinds.medusa import save as save_medusa
+from redrafter_mlx.drafting.kinds.mlp_speculator import MLPSpeculator, MLPSpeculatorConfig
+from redrafter_mlx.drafting.kinds.mlp_speculator import save as save_mlp_speculator
+from redrafter_mlx.drafting.kinds.rnn import DrafterConfig, RecurrentDrafter
+from redrafter_mlx.drafting.kinds.rnn import save as save_drafter
+from redrafter_mlx.formats.target_llm import read_llm_config
 from redrafter_mlx.models.llama import Model
 
 
-def reference_drafter(vocab_size: int, hidden_size: int, seed: int = 0) -> Drafter:
+def reference_drafter(vocab_size: int, hidden_size: int, seed: int = 0) -> RecurrentDrafter:
     """Reference-shaped drafter with the default (torch.nn.Linear-like) random init."""
     mx.random.seed(seed)
-    drafter = Drafter(DrafterConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_draft_layers=2, rnn=True))
+    config = DrafterConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_draft_layers=2, rnn=True)
+    drafter = RecurrentDrafter(config)
     mx.eval(drafter.parameters())
     return drafter
 

@@ -3,7 +3,7 @@ the K tokens it keeps (`token_ranking.py`), for the corpus ranking and for id or
 
 ANSWERS is `redrafter generate --json` output (its "tokens") or a distillation file (its
 "response_ids"; --heldout keeps only its held-out split, the part the shipped corpus lacks):
-    redrafter generate --prompts-file redrafter_mlx/data/eval_prompts.jsonl --json -m 128 > answers.jsonl
+    redrafter generate --prompts-file redrafter_mlx/assets/eval_prompts.jsonl --json -m 128 > answers.jsonl
     python -m redrafter_mlx.profiling.token_coverage answers.jsonl [-M smollm2-135m] [--corpus FILE]
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from redrafter_mlx.convert import head_tokens_for, read_llm_config
-from redrafter_mlx.token_ranking import DEFAULT_CORPUS
+from redrafter_mlx.formats.target_llm import head_tokens_for, read_llm_config
+from redrafter_mlx.formats.token_ranking import DEFAULT_CORPUS
 from redrafter_mlx.training import TrainConfig
 from redrafter_mlx.training.dataset import is_holdout
 

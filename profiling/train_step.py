@@ -15,7 +15,7 @@ import mlx.core as mx
 import numpy as np
 from mlx import nn
 
-from redrafter_mlx.loading import load
+from redrafter_mlx.formats.loading import load
 from redrafter_mlx.training import TrainConfig
 from redrafter_mlx.training.loss import drafter_loss, head_index_map, loss_blas_threads, teacher_head
 from redrafter_mlx.training.start import make_drafter

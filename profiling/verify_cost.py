@@ -11,8 +11,9 @@ import time
 
 import mlx.core as mx
 
-from redrafter_mlx.decoding import greedy, prefill
-from redrafter_mlx.tree_attention import verify_mask
+from redrafter_mlx.models.llama import prefill
+from redrafter_mlx.sampling import greedy
+from redrafter_mlx.verify.tree_attention import verify_mask
 
 
 def verify_cost(model, sizes: list[int], context: int = 200, repeats: int = 6) -> dict[int, float]:

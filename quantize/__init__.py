@@ -1,7 +1,7 @@
 """Quantize an LLM and/or a drafter and save folders that redrafter and mlx-lm load.
 
 The LLM goes through mlx-lm's own `quantize_model` (so the folder is exactly what
-`mlx_lm.convert -q` would write); the drafter through `drafter.quantize_drafter`.
+`mlx_lm.convert -q` would write); the drafter through `rnn_heads.quantize_drafter`.
 """
 
 from __future__ import annotations
@@ -11,10 +11,13 @@ from pathlib import Path
 from mlx.utils import tree_flatten
 from mlx_lm.utils import quantize_model as mlx_lm_quantize_model
 
-from redrafter_mlx.drafter import Drafter, quantize_drafter, save_drafter
+from redrafter_mlx.drafting.kinds.rnn import RecurrentDrafter
+from redrafter_mlx.drafting.kinds.rnn import save as save_drafter
+from redrafter_mlx.drafting.kinds.rnn_heads import quantize_drafter
 from redrafter_mlx.errors import InputError
-from redrafter_mlx.export import export_hf_folder
-from redrafter_mlx.loading import LoadedModel
+from redrafter_mlx.formats.checkpoint import check_target
+from redrafter_mlx.formats.export import export_hf_folder
+from redrafter_mlx.formats.loading import LoadedModel
 
 BITS = (4, 8)
 GROUP_SIZES = (32, 64, 128)
@@ -35,10 +38,11 @@ def quantize_llm(loaded: LoadedModel, out: Path, bits: int, group_size: int, for
     return export_hf_folder(config, weights, loaded.tokenizer._tokenizer, out, force=force)
 
 
-def quantize_and_save_drafter(drafter: Drafter, out: Path, bits: int, group_size: int, force: bool = False) -> Path:
+def quantize_and_save_drafter(
+    drafter: RecurrentDrafter, out: Path, bits: int, group_size: int, force: bool = False
+) -> Path:
     """Quantize a drafter in place and save it (refusing to overwrite without force)."""
     check_settings(bits, group_size)
     out = Path(out)
-    if out.exists() and any(out.iterdir()) and not force:
-        raise FileExistsError(f"{out} exists and is not empty; pass --force to replace it")
+    check_target(out, force)
     return save_drafter(quantize_drafter(drafter, bits=bits, group_size=group_size), out)

@@ -3,12 +3,10 @@
     from redrafter_mlx import load, generate, stream_generate
 
 The API names load lazily, so importing a submodule stays cheap. Importing the package
-first routes MLX's CPU matmuls to OpenBLAS on Linux (`fastblas.py`).
+first routes MLX's CPU matmuls to OpenBLAS on Linux (`runtime/fastblas.py`).
 """
 
-from .fastblas import preload as _preload_fast_blas
-
-_preload_fast_blas()
+from . import runtime  # noqa: F401 (the BLAS route is taken on import)
 
 _API = ("load", "generate", "stream_generate", "Pipeline", "Response")
 

@@ -13,19 +13,22 @@ The tree (W, L, S) comes from the drafter's calibration unless given, as in the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import mlx.core as mx
 
 from . import runtime
-from .decoding import GenerationStats, Step, generate as decode
+from .decoding import GenerationStats, Step, decode_steps
 from .drafting import TreeDrafter
 from .errors import InputError
-from .loading import DEFAULT_MODEL, LoadedModel, load as load_model, load_draft_model, load_drafter_for, shipped_drafter
+from .drafting.loading import load_draft_model, load_drafter_for
+from .formats.loading import DEFAULT_MODEL, LoadedModel, load as load_model, shipped_drafter
+from .models.cache import KVCache
 from .options import DecodingOptions
 from .prompting import encode_prompt
+from .runtime.timers import PhaseTimer
 from .tuning import DraftPlan, plan_drafting
 
 
@@ -66,23 +69,24 @@ class Pipeline:
                              f"got {options.beam_length}")
         found = plan_drafting(self.loaded.source, getattr(self.drafter, "source", None), runtime.device_name(),
                               runtime.dtype_name(self.dtype), options.beam_width, options.beam_length,
-                              options.search_width, options.adaptive)
-        longest = found.adapt.longest if found.adapt else found.shape
-        if limit and longest.beam_length > limit:  # an auto shape deeper than the drafter drafts
+                              options.search_width, options.adaptive, options.lookup)
+        if limit and found.longest.beam_length > limit:  # an auto shape deeper than the drafter drafts
             found = replace(found, shape=replace(found.shape, beam_length=min(found.shape.beam_length, limit)),
                             adapt=None)
         return found
 
-    def decode(self, ids: list[int], options: DecodingOptions, drafting: DraftPlan | None = None,
-               **state: Any) -> Iterator[Step]:
-        """The decoding steps for prompt token ids; `drafting` defaults to `plan(options)`;
-        `state`: a `cache` to continue, the `context` it holds, a phase `timer`."""
+    def steps(self, ids: list[int], options: DecodingOptions, drafting: DraftPlan | None = None, *,
+              cache: KVCache | None = None, context: Sequence[int] = (),
+              timer: PhaseTimer | None = None) -> Iterator[Step]:
+        """The decoding steps for prompt token ids (`decoding.decode_steps`): sampled as
+        `options` say, drafted as `drafting` says (default: `plan(options)`); `cache` to
+        continue, holding the tokens `context`; a phase `timer`."""
         if options.seed is not None:
             mx.random.seed(options.seed)
         drafting = drafting or self.plan(options)
-        return decode(self.loaded.model, ids, drafter=self.drafter, max_tokens=options.max_tokens,
-                      sampler=options.sampler(), eos_ids=self.tokenizer.eos_token_ids, lookup=options.lookup,
-                      **(drafting.options() if drafting else {}), **state)
+        return decode_steps(self.loaded.model, ids, self.drafter, drafting, max_tokens=options.max_tokens,
+                            sampler=options.sampler(), eos_ids=self.tokenizer.eos_token_ids, cache=cache,
+                            context=context, timer=timer)
 
 
 @dataclass
@@ -105,9 +109,10 @@ def load(model: str = DEFAULT_MODEL, drafter: str | bool | None = None, dtype: s
     """Load an LLM (alias, folder, hub id or .gguf) and its drafter: `drafter` names a drafter
     folder or hub id of any kind; None takes the one shipped for the model (none: plain
     decoding); False never drafts. `draft_model` names a small LLM of the same tokenizer to
-    draft with instead (as mlx-lm's `--draft-model`)."""
+    draft with instead (as mlx-lm's `--draft-model`), with `drafter` left None. The CLI
+    loads through here too."""
     dtype_ = runtime.parse_dtype(dtype)
-    if draft_model is not None and drafter:
+    if draft_model is not None and drafter is not None:
         raise InputError("give a drafter or a draft model, not both")
     loaded = load_model(model, dtype_)
     if draft_model is not None:
@@ -132,7 +137,7 @@ def stream_generate(
     options = replace(options or DecodingOptions(), **fields)
     ids = prompt if isinstance(prompt, list) else encode_prompt(
         pipeline.tokenizer, prompt, system_prompt=system_prompt, vicuna=pipeline.loaded.is_vicuna)
-    yield from with_text(pipeline.tokenizer, pipeline.decode(ids, options))
+    yield from with_text(pipeline.tokenizer, pipeline.steps(ids, options))
 
 
 def with_text(tokenizer, steps: Iterable[Step]) -> Iterator[Response]:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from .api import Pipeline
 from .decoding import Step
-from .loading import LoadedModel
+from .formats.loading import LoadedModel
 from .options import DecodingOptions
 from .prompting import Message, encode_messages
 from .tuning import DraftPlan
@@ -58,8 +58,8 @@ class ChatSession:
         self.cached_ids = self.cached_ids[:keep]
         self.reused_tokens = keep
         # Raises InputError when the conversation no longer fits the context: the turn is not kept.
-        steps = self.pipeline.decode(ids[keep:], self.options, self.drafting, cache=self.cache,
-                                     context=ids[:keep])
+        steps = self.pipeline.steps(ids[keep:], self.options, self.drafting, cache=self.cache,
+                                    context=ids[:keep])
         self.messages += [{"role": "user", "content": text}, {"role": "assistant", "content": ""}]
         answer: list[int] = []
         try:

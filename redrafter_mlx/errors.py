@@ -7,6 +7,8 @@ that already catches `ValueError` around the library keeps working.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class InputError(ValueError):
     """Bad input: a missing or malformed model, checkpoint, file or option value."""
@@ -14,3 +16,12 @@ class InputError(ValueError):
 
 class DrafterLoadError(InputError):
     """A drafter folder that cannot be loaded; the message says which file, key or shape."""
+
+
+class TargetExists(InputError):
+    """An output folder that already holds files, written only when the caller says to replace it
+    (`force=True`); `path` is that folder, so a front end can say how to ask for that."""
+
+    def __init__(self, path: Path):
+        super().__init__(f"{path} exists and is not empty")
+        self.path = path

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 
-from .decoding import Sampler, make_greedy_or_sampler
+from .sampling import Sampler, make_greedy_or_sampler
 from .errors import InputError
 
 SAMPLING_FIELDS = ("temp", "top_p", "top_k", "seed")
@@ -27,7 +27,7 @@ class DecodingOptions:
     max_tokens: int = 256  # tokens to generate at most (the answer stops earlier at EOS)
     temp: float = 0.0  # 0: greedy, exactly plain decoding's output
     top_p: float = 0.0  # nucleus sampling (0: off)
-    top_k: int = 0  # top-k sampling (0: off)
+    top_k: int = 0  # the sampler's top-k (0: off); the beam search has its own, `DraftPlan.draft_top_k`
     seed: int | None = None  # seeds MLX's generator before decoding, when given
     beam_width: int | None = None  # W: beams verified per step (None: auto)
     beam_length: int | None = None  # L: tokens per beam incl. the guaranteed one (None: auto)

@@ -65,10 +65,10 @@ def test_bad_options_are_input_errors_before_anything_runs(pipelines, field, val
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the OpenBLAS route is Linux-only")
 def test_plain_python_gets_the_fast_blas_by_importing_the_package():
-    from redrafter_mlx.fastblas import find_openblas
+    from redrafter_mlx.runtime.fastblas import find_openblas
 
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    script = "import redrafter_mlx; from redrafter_mlx.runtime import loaded_blas; print(loaded_blas())"
+    script = "import redrafter_mlx; from redrafter_mlx.runtime.device import loaded_blas; print(loaded_blas())"
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env).stdout
     assert ("OpenBLAS" if find_openblas() else "reference BLAS") in out
     late = subprocess.run([sys.executable, "-c", "import mlx.core; import redrafter_mlx"],

@@ -8,29 +8,28 @@ from collections import Counter
 
 import pytest
 
-from redrafter_mlx.batch import BatchDecoder, Request
-from redrafter_mlx.decoding import generate_ar
+from redrafter_mlx.decoding.batch import BatchDecoder, Request
+from redrafter_mlx.decoding.loop import generate_ar
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.errors import InputError
-from redrafter_mlx.loading import load_drafter_for
+from redrafter_mlx.drafting.loading import load_drafter_for
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.prompting import encode_prompt
 
-from .conftest import PROMPTS, collect, count_host_reads
-from .test_eagle import random_eagle
-from .test_medusa import random_medusa
-from .test_mlp_speculator import random_speculator
-from .test_redrafter import (
+from .helpers import (
+    MORE_PROMPTS,
     TINY,
     TINY_PROMPT,
     TINY_VOCAB,
     chi_square_p_value,
+    collect,
+    count_host_reads,
     exact_sequence_probabilities,
     random_drafter,
+    random_eagle,
+    random_medusa,
+    random_speculator,
 )
-
-MORE_PROMPTS = [*PROMPTS, "Write a Python function that reverses a string.", "List the planets of the solar system.",
-                "Say hello."]
 
 
 def run_batch(decoder: BatchDecoder, requests: list[Request], join_every: int = 0,
@@ -150,9 +149,7 @@ OTHER_PROMPT = [2, 4]  # a shorter prompt in the same batch: rows of different l
 
 @pytest.mark.slow
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_sampled_rows_have_the_llm_distribution_each_from_its_own_seed(monkeypatch, temperature):
-    from . import test_redrafter
-
+def test_sampled_rows_have_the_llm_distribution_each_from_its_own_seed(temperature):
     drafter = random_drafter(TINY_VOCAB, 32, seed=5)
     decoder = BatchDecoder(TINY, drafter, TreeShape(2, 3, 2), lookup=False)
     rounds, seqs = 375, 3
@@ -169,11 +166,10 @@ def test_sampled_rows_have_the_llm_distribution_each_from_its_own_seed(monkeypat
     assert accepted_drafts > rounds  # the tree walk, not just the LLM's own token, was exercised
     n = 4 * rounds
     for prompt, observed in counts.items():
-        monkeypatch.setattr(test_redrafter, "TINY_PROMPT", list(prompt))
-        probs = exact_sequence_probabilities(temperature)
+        probs = exact_sequence_probabilities(temperature, prompt)
         assert sum(observed.values()) == n
         assert chi_square_p_value(observed, probs, n) > 1e-3, prompt
-        assert chi_square_p_value(observed, exact_sequence_probabilities(temperature * 2), n) < 1e-6
+        assert chi_square_p_value(observed, exact_sequence_probabilities(temperature * 2, prompt), n) < 1e-6
 
 
 def test_each_row_draws_from_its_own_seed():

@@ -10,13 +10,12 @@ the seeds are fixed, so the tests are deterministic.
 from __future__ import annotations
 
 import mlx.core as mx
-import mlx.nn as nn
 import numpy as np
 import pytest
 from mlx.utils import tree_flatten, tree_unflatten
 
-from redrafter_mlx.beam_search import LOG_0, beam_search, choose_candidates, compile_beam_search
-from redrafter_mlx.drafter import Drafter, DrafterConfig
+from redrafter_mlx.drafting.beam_search import LOG_0, beam_search, choose_candidates
+from redrafter_mlx.drafting.kinds.rnn import DrafterConfig, RecurrentDrafter
 
 VOCAB, HIDDEN = 64, 16
 
@@ -31,7 +30,7 @@ VARIANTS = {
 }
 
 
-def random_drafter(seed: int, **overrides) -> tuple[Drafter, np.ndarray]:
+def random_drafter(seed: int, **overrides) -> tuple[RecurrentDrafter, np.ndarray]:
     """A drafter with N(0, (2/sqrt(fan_in))^2) weights (wide enough logit gaps that float32
     vs float64 never reorders candidates) and the LLM embedding table (V, hidden)."""
     rng = np.random.default_rng(seed)
@@ -39,7 +38,7 @@ def random_drafter(seed: int, **overrides) -> tuple[Drafter, np.ndarray]:
     token_ids = None
     if config.token_subset_size is not None:
         token_ids = mx.array(rng.permutation(VOCAB)[: config.token_subset_size].astype(np.int32))
-    drafter = Drafter(config, token_ids=token_ids)
+    drafter = RecurrentDrafter(config, token_ids=token_ids)
     weights = [
         (k, mx.array(rng.normal(0, 2 / np.sqrt(v.shape[-1]), v.shape).astype(np.float32)))
         for k, v in tree_flatten(drafter.parameters())
@@ -57,7 +56,7 @@ def silu(x: np.ndarray) -> np.ndarray:
 class NumpyDrafter:
     """The drafter's math, re-implemented from its weights in float64."""
 
-    def __init__(self, drafter: Drafter, embedding: np.ndarray):
+    def __init__(self, drafter: RecurrentDrafter, embedding: np.ndarray):
         self.config = drafter.config
         self.w = {k: np.array(v).astype(np.float64) for k, v in tree_flatten(drafter.parameters())}
         self.embedding = embedding.astype(np.float64)
@@ -201,21 +200,6 @@ def test_batched_search_equals_per_row_search():
         np.testing.assert_allclose(scores[row], row_scores, atol=1e-5)
 
 
-def test_compiled_search_equals_eager_and_has_no_host_sync():
-    """mx.compile rejects .item()/.tolist()/eval inside the traced function, so this also
-    proves the search never reads an array value on the host."""
-    drafter, embedding = random_drafter(4, num_draft_layers=2, rnn=True, head_tied=True, token_subset_size=40)
-    table = nn.Embedding(VOCAB, HIDDEN)
-    table.weight = mx.array(embedding)
-    search = compile_beam_search(drafter, table, beam_width=3, beam_length=5)
-    for seed in range(2):
-        h = np.random.default_rng(seed).normal(0, 1, HIDDEN).astype(np.float32)
-        beams, scores = search(mx.array(h), mx.array(seed + 1))
-        ref_beams, ref_scores = run(drafter, embedding, h, seed + 1, 3, 5)
-        np.testing.assert_array_equal(np.array(beams), ref_beams)
-        np.testing.assert_allclose(np.array(scores), ref_scores, atol=1e-5)
-
-
 def test_invalid_shape_arguments_raise():
     drafter, embedding = random_drafter(0, num_draft_layers=1, rnn=True)
     with pytest.raises(ValueError, match="beam_width"):
@@ -281,13 +265,3 @@ def test_search_width_at_most_beam_width_is_the_papers_search():
     for search_width in (1, 3):
         for got, want in zip(run(drafter, embedding, h, 3, 3, 5, search_width=search_width), paper):
             np.testing.assert_array_equal(got, want)
-
-
-def test_compiled_wide_search_equals_eager():
-    drafter, embedding = random_drafter(14, num_draft_layers=1, rnn=True, token_subset_size=40)
-    search = compile_beam_search(drafter, mx.array(embedding), beam_width=3, beam_length=4, search_width=8)
-    h = np.random.default_rng(15).normal(0, 1, (2, HIDDEN)).astype(np.float32)
-    beams, scores = search(mx.array(h), mx.array([5, 6]))
-    ref_beams, ref_scores = run(drafter, embedding, h, np.array([5, 6], np.int32), 3, 4, search_width=8)
-    np.testing.assert_array_equal(np.array(beams), ref_beams)
-    np.testing.assert_allclose(np.array(scores), ref_scores, atol=1e-5)

@@ -12,13 +12,12 @@ import pytest
 
 from redrafter_mlx.api import Pipeline
 from redrafter_mlx.chat import ChatSession
-from redrafter_mlx.decoding import generate_ar
-from redrafter_mlx.drafter import save_drafter
+from redrafter_mlx.decoding.loop import generate_ar
+from redrafter_mlx.drafting.kinds.rnn import save as save_drafter
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.prompting import encode_messages
 
-from .test_cli import REDRAFTER
-from .test_redrafter import random_drafter
+from .helpers import REDRAFTER, random_drafter
 
 
 @pytest.fixture(scope="module")

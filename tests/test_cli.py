@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,8 @@ from mlx_lm import load as mlx_lm_load
 from mlx_lm import stream_generate
 from mlx_lm.sample_utils import make_sampler
 
-REDRAFTER = shutil.which("redrafter") or str(Path(sys.executable).parent / "redrafter")
+from .helpers import REDRAFTER, assert_one_line_error, invoke_cli, random_drafter, run_redrafter
+
 AR_PROMPTS = [
     "What is the capital of France?",
     "Write a haiku about autumn leaves.",
@@ -31,30 +31,16 @@ AR_PROMPTS = [
 ]
 
 
-def run(*args: str, env: dict | None = None, stdin: str | None = None, cwd: Path | None = None):
-    return subprocess.run(
-        [REDRAFTER, *args], capture_output=True, text=True, input=stdin, timeout=600,
-        env={**os.environ, "COLUMNS": "200", **(env or {})}, cwd=cwd,
-    )
-
-
-def assert_one_line_error(result, code: int = 1, fragment: str = "") -> None:
-    assert result.returncode == code, (result.returncode, result.stderr)
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
-    assert "Traceback" not in result.stderr
-    assert fragment in lines[0]
-
-
 @pytest.mark.slow
 def test_greedy_ar_matches_mlx_lm_on_the_exported_model(tmp_path):
     """`generate --mode ar --json` equals mlx-lm greedy generation on `redrafter export`."""
     folder = tmp_path / "exported"
-    exported = run("export", "--out", str(folder))
+    exported = run_redrafter("export", "--out", str(folder))
     assert exported.returncode == 0, exported.stderr
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in AR_PROMPTS))
-    result = run("generate", "--mode", "ar", "--prompts-file", str(prompts), "-m", "24", "--json", "-M", str(folder))
+    result = run_redrafter("generate", "--mode", "ar", "--prompts-file", str(prompts), "-m", "24", "--json",
+                           "-M", str(folder))
     assert result.returncode == 0, result.stderr
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["prompt"] for r in records] == AR_PROMPTS
@@ -73,7 +59,7 @@ def test_greedy_ar_matches_mlx_lm_on_the_exported_model(tmp_path):
 
 
 def test_prompt_from_stdin_and_plain_output_with_the_default_drafter():
-    result = run("generate", "-p", "-", "-m", "12", stdin="What is the capital of France?")
+    result = run_redrafter("generate", "-p", "-", "-m", "12", stdin="What is the capital of France?")
     assert result.returncode == 0, result.stderr
     assert "Paris" in result.stdout
     assert "tokens-per-sec" in result.stderr and "tokens/step" in result.stderr
@@ -119,17 +105,17 @@ def test_info_reports_fast_blas_after_reexec():
 )
 def test_bad_input_gives_one_line_error(tmp_path, args, code, fragment):
     offline = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
-    assert_one_line_error(run(*args, env=offline), code, fragment)
+    assert_one_line_error(run_redrafter(*args, env=offline), code, fragment)
 
 
 def test_bad_prompts_file_and_existing_export_target(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "no prompt field"}\n')
-    assert_one_line_error(run("generate", "--prompts-file", str(bad), "--mode", "ar"), 2, "prompt")
+    assert_one_line_error(run_redrafter("generate", "--prompts-file", str(bad), "--mode", "ar"), 2, "prompt")
     target = tmp_path / "taken"
     target.mkdir()
     (target / "keep.txt").write_text("user data")
-    assert_one_line_error(run("export", "--out", str(target)), 1)
+    assert_one_line_error(run_redrafter("export", "--out", str(target)), 1)
     assert (target / "keep.txt").read_text() == "user data" and len(list(target.iterdir())) == 1
 
 
@@ -147,7 +133,8 @@ def test_wheel_installs_cli_under_the_package_namespace(tmp_path):
     top_level = {p.name for p in target.iterdir() if not p.name.endswith((".dist-info", ".egg-info"))}
     assert top_level == {"redrafter_mlx", "bin"} or top_level == {"redrafter_mlx"}
     runtime = ("cli/main.py", "quantize/__init__.py", "profiling/bench.py", "models/llama.py", "training/loop.py",
-               "data/eval_prompts.jsonl", *(f"drafters/smollm2-135m/{name}" for name in (
+               "decoding/loop.py", "drafting/kinds/rnn.py", "assets/token_corpus.txt.gz",
+               "assets/eval_prompts.jsonl", *(f"assets/drafters/smollm2-135m/{name}" for name in (
                    "model.safetensors", "config.json", "ngrams.safetensors", "calibration.json", "README.md")))
     for sub in runtime:
         assert (target / "redrafter_mlx" / sub).exists(), sub
@@ -166,21 +153,13 @@ def test_wheel_installs_cli_under_the_package_namespace(tmp_path):
 
 
 def test_profile_writes_a_chrome_trace_with_every_phase(tmp_path, write_tiny_folder):
-    from typer.testing import CliRunner
-
-    from redrafter_mlx.cli.main import load_commands
-    from redrafter_mlx.drafter import save_drafter
-
-    from .test_redrafter import random_drafter
+    from redrafter_mlx.drafting.kinds.rnn import save as save_drafter
 
     model = write_tiny_folder(tmp_path / "model")
     drafter = save_drafter(random_drafter(49152, 64, tied=True), tmp_path / "drafter")
     trace = tmp_path / "trace.json"
-    result = CliRunner().invoke(
-        load_commands(),
-        ["generate", "-M", str(model), "-d", str(drafter), "-p", "Hello", "-m", "6", "--profile", "--json",
-         "--trace", str(trace)],
-    )
+    result = invoke_cli("generate", "-M", model, "-d", drafter, "-p", "Hello", "-m", "6", "--profile", "--json",
+                        "--trace", trace)
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout.splitlines()[0])
     phases = {"prefill", "draft", "pack", "verify", "accept", "cache"}
@@ -189,23 +168,13 @@ def test_profile_writes_a_chrome_trace_with_every_phase(tmp_path, write_tiny_fol
     assert {e["name"] for e in events} == phases and all(e["ph"] == "X" and e["dur"] >= 0 for e in events)
 
 
-def invoke(*args: str):
-    from typer.testing import CliRunner
-
-    from redrafter_mlx.cli.main import load_commands
-
-    return CliRunner().invoke(load_commands(), list(args))
-
-
 def test_bench_runs_all_three_decoders_on_the_same_prompts(tmp_path, write_tiny_folder):
     """mlx-lm, our AR and greedy ReDrafter agree token for token; the report has every field."""
-    from redrafter_mlx.drafter import save_drafter
-
-    from .test_redrafter import random_drafter
+    from redrafter_mlx.drafting.kinds.rnn import save as save_drafter
 
     model = write_tiny_folder(tmp_path / "model")
     drafter = save_drafter(random_drafter(49152, 64, tied=True), tmp_path / "drafter")
-    result = invoke("bench", "-M", str(model), "-d", str(drafter), "-w", "2", "-l", "3", "-s", "5", "-n", "3",
+    result = invoke_cli("bench", "-M", str(model), "-d", str(drafter), "-w", "2", "-l", "3", "-s", "5", "-n", "3",
                     "-m", "12", "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout.splitlines()[-1])
@@ -219,30 +188,30 @@ def test_bench_runs_all_three_decoders_on_the_same_prompts(tmp_path, write_tiny_
     assert 1.0 <= redrafter["tokens_per_step"] <= 3.0
     assert 0 < redrafter["compression"] <= 1.0
     assert report["methods"][0]["speedup_vs_first"] == 1.0
-    replayed = invoke("bench", "-M", str(model), "-d", str(drafter), "-w", "2", "-l", "3", "-s", "5", "-n", "3",
+    replayed = invoke_cli("bench", "-M", str(model), "-d", str(drafter), "-w", "2", "-l", "3", "-s", "5", "-n", "3",
                       "-m", "12", "--json", "--replay")
     assert replayed.exit_code == 0, replayed.output
     counted = json.loads(replayed.stdout.splitlines()[-1])
     assert (counted["tokens_per_step"], counted["steps"]) == (redrafter["tokens_per_step"], redrafter["steps"])
     assert report["lookup"] is counted["lookup"] is True
-    plain = invoke("bench", "-M", str(model), "-d", str(drafter), "-w", "2", "-l", "3", "-s", "5", "-n", "3",
+    plain = invoke_cli("bench", "-M", str(model), "-d", str(drafter), "-w", "2", "-l", "3", "-s", "5", "-n", "3",
                    "-m", "12", "--json", "--replay", "--no-lookup")
     assert json.loads(plain.stdout.splitlines()[-1])["lookup"] is False
 
 
 def test_bench_verify_cost_times_each_packed_length(tmp_path, write_tiny_folder):
     model = write_tiny_folder(tmp_path / "model")
-    result = invoke("bench", "-M", str(model), "--verify-cost", "1,4,9", "--json")
+    result = invoke_cli("bench", "-M", str(model), "--verify-cost", "1,4,9", "--json")
     assert result.exit_code == 0, result.output
     seconds = json.loads(result.stdout.splitlines()[-1])["seconds"]
     assert list(seconds) == ["1", "4", "9"] and all(s > 0 for s in seconds.values())
-    assert_one_line_error(run("bench", "--verify-cost", "0,x"), 2, "--verify-cost")
+    assert_one_line_error(run_redrafter("bench", "--verify-cost", "0,x"), 2, "--verify-cost")
 
 
 def test_blas_threads_is_set_inside_and_restored():
     import ctypes
 
-    from redrafter_mlx.runtime import blas_threads, loaded_blas
+    from redrafter_mlx.runtime.device import blas_threads, loaded_blas
 
     if not loaded_blas().startswith("OpenBLAS"):
         pytest.skip("OpenBLAS is not loaded in this process")
@@ -254,14 +223,12 @@ def test_blas_threads_is_set_inside_and_restored():
 
 
 def test_tune_stores_a_calibration_that_the_defaults_then_use(tmp_path, write_tiny_folder, monkeypatch):
-    from redrafter_mlx.drafter import save_drafter
-
-    from .test_redrafter import random_drafter
+    from redrafter_mlx.drafting.kinds.rnn import save as save_drafter
 
     monkeypatch.setenv("REDRAFTER_CACHE_DIR", str(tmp_path / "cache"))
     model = write_tiny_folder(tmp_path / "model")
     drafter = save_drafter(random_drafter(49152, 64, tied=True), tmp_path / "drafter")
-    result = invoke("tune", "-M", str(model), "-d", str(drafter), "--beam-widths", "1,2", "--beam-lengths", "2,3",
+    result = invoke_cli("tune", "-M", str(model), "-d", str(drafter), "--beam-widths", "1,2", "--beam-lengths", "2,3",
                     "--search-widths", "1,4", "-n", "2", "-m", "12", "--json")
     assert result.exit_code == 0, result.output
     tuned = json.loads(result.stdout.splitlines()[-1])
@@ -270,34 +237,34 @@ def test_tune_stores_a_calibration_that_the_defaults_then_use(tmp_path, write_ti
     assert shapes == {(w, l, s) for w in (1, 2) for l in (2, 3) for s in (w, 4)}
     assert set(tuned["verify_ms"]) >= {str(p) for p in range(1, 1 + 2 * 2 + 1)}
     assert all(s["draft_ms"] > 0 and 1.0 <= s["tokens_per_step"] <= s["beam_length"] for s in tuned["shapes"])
-    from redrafter_mlx.tuning import Calibration
+    from redrafter_mlx.tuning.calibration import Calibration
 
     best = Calibration.from_dict(tuned).best()
-    bench = invoke("bench", "-M", str(model), "-d", str(drafter), "-n", "2", "-m", "8", "--json", "--skip-mlx-lm")
+    bench = invoke_cli("bench", "-M", str(model), "-d", str(drafter), "-n", "2", "-m", "8", "--json", "--skip-mlx-lm")
     assert bench.exit_code == 0, bench.output
     report = json.loads(bench.stdout.splitlines()[-1])
     assert report["calibrated"] is True
     assert (report["beam_width"], report["beam_length"], report["search_width"]) == (
         best.beam_width, best.beam_length, best.search_width)
     assert all(m["identical_to_ar"] for m in report["methods"])
-    explicit = invoke("bench", "-M", str(model), "-d", str(drafter), "-w", "1", "-l", "2", "-s", "1", "-n", "1",
+    explicit = invoke_cli("bench", "-M", str(model), "-d", str(drafter), "-w", "1", "-l", "2", "-s", "1", "-n", "1",
                       "-m", "4", "--json", "--skip-mlx-lm")
     assert (json.loads(explicit.stdout.splitlines()[-1])["beam_width"]) == 1  # explicit values win
-    compared = invoke("bench", "-M", str(model), "-d", str(drafter), "--trees", "auto,static,2x3x4", "-n", "3",
+    compared = invoke_cli("bench", "-M", str(model), "-d", str(drafter), "--trees", "auto,static,2x3x4", "-n", "3",
                       "-m", "8", "--json")
     assert compared.exit_code == 0, compared.output
     methods = json.loads(compared.stdout.splitlines()[-1])["methods"]
     assert [m["name"] for m in methods] == ["AR (ours)", f"auto ({best})", f"static ({best})", "W=2 L=3 S=4"]
     assert all(m["identical_to_ar"] and m["num_tokens"] > 0 for m in methods)
     assert methods[3]["expected_tokens_per_s"] > 0  # a calibrated shape: the model's prediction is shown
-    assert_one_line_error(run("bench", "--trees", "3x5"), 2, "--trees")
+    assert_one_line_error(run_redrafter("bench", "--trees", "3x5"), 2, "--trees")
 
 
 def test_version_and_info_show_what_is_installed(tmp_path):
     from importlib.metadata import version
 
-    assert invoke("--version").stdout.strip() == f"redrafter-mlx {version('redrafter-mlx')}"
-    result = run("info", env={"COLUMNS": "400", "REDRAFTER_CACHE_DIR": str(tmp_path)})
+    assert invoke_cli("--version").stdout.strip() == f"redrafter-mlx {version('redrafter-mlx')}"
+    result = run_redrafter("info", env={"COLUMNS": "400", "REDRAFTER_CACHE_DIR": str(tmp_path)})
     assert result.returncode == 0, result.stderr
     assert "drafters/smollm2-135m" in result.stdout
     from redrafter_mlx import runtime
@@ -318,7 +285,7 @@ def test_a_prompt_that_is_not_utf8_is_one_line_error():
 
 def test_a_bug_inside_decoding_shows_its_traceback_and_asks_for_a_report():
     """Bad input is one line; a bug (here an error raised inside the decoder) is not hidden."""
-    script = ("import sys, redrafter_mlx.decoding as d\n"
+    script = ("import sys, redrafter_mlx.decoding.loop as d\n"
               "def broken(*args, **kwargs):\n    raise ValueError('internal shape mismatch')\n"
               "d.generate_redrafter = broken\n"
               "from redrafter_mlx.cli.main import main\n"

@@ -10,11 +10,9 @@ import time
 
 import pytest
 
-from redrafter_mlx.drafter import save_drafter
+from redrafter_mlx.drafting.kinds.rnn import save as save_drafter
 
-from .conftest import tiny_config
-from .test_cli import REDRAFTER, assert_one_line_error, run
-from .test_redrafter import random_drafter
+from .helpers import REDRAFTER, assert_one_line_error, random_drafter, run_redrafter, tiny_config
 
 CONTEXT = 64
 
@@ -29,7 +27,7 @@ def tiny(tmp_path, write_tiny_folder):
 
 def test_a_prompt_over_the_context_is_one_line_with_both_counts(tiny):
     model, drafter = tiny
-    result = run("generate", "-M", model, "-d", drafter, "-w", "2", "-l", "3", "-s", "2", "-p", "word " * 80)
+    result = run_redrafter("generate", "-M", model, "-d", drafter, "-w", "2", "-l", "3", "-s", "2", "-p", "word " * 80)
     assert_one_line_error(result, 1, f"holds {CONTEXT}")
     assert "the prompt is " in result.stderr and "Traceback" not in result.stderr
 
@@ -38,10 +36,10 @@ def test_a_prompt_over_the_context_is_one_line_with_both_counts(tiny):
 def test_an_answer_stops_at_the_context_and_says_so(tiny, mode):
     model, drafter = tiny
     args = ["generate", "-M", model, "-d", drafter, "--mode", mode, "-p", "word " * 20, "-m", "500"]
-    record = json.loads(run(*args, "--json").stdout)
+    record = json.loads(run_redrafter(*args, "--json").stdout)
     assert record["finish_reason"] == "length"
     assert len(record["prompt_tokens"]) + record["num_tokens"] == CONTEXT
-    plain = run(*args)
+    plain = run_redrafter(*args)
     assert plain.returncode == 0 and "context is full" in plain.stderr
 
 
@@ -49,7 +47,7 @@ def test_cut_answers_are_marked_and_prompts_from_a_file_are_separated(tmp_path, 
     model, _ = tiny
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text('{"prompt": "one"}\n{"prompt": "two"}\n')
-    result = run("generate", "-M", model, "--mode", "ar", "--prompts-file", str(prompts), "-m", "3")
+    result = run_redrafter("generate", "-M", model, "--mode", "ar", "--prompts-file", str(prompts), "-m", "3")
     assert result.returncode == 0, result.stderr
     assert "prompt 1/2" in result.stderr and "prompt 2/2" in result.stderr
     assert result.stderr.count("cut at --max-tokens 3") == 2
@@ -58,7 +56,7 @@ def test_cut_answers_are_marked_and_prompts_from_a_file_are_separated(tmp_path, 
 
 def test_no_shipped_drafter_error_names_the_way_out(tiny):
     model, _ = tiny
-    assert_one_line_error(run("generate", "-M", model, "-p", "hi"), 1, "--mode ar")
+    assert_one_line_error(run_redrafter("generate", "-M", model, "-p", "hi"), 1, "--mode ar")
 
 
 def test_ctrl_c_with_json_still_prints_the_partial_answer(tmp_path, write_tiny_folder):
@@ -95,10 +93,10 @@ def test_a_chat_line_that_is_not_utf8_is_skipped_with_one_line(tiny):
 
 def test_an_exported_model_keeps_its_shipped_drafter(tmp_path):
     folder = tmp_path / "exported"
-    assert run("export", "--out", str(folder)).returncode == 0
-    result = run("generate", "-M", str(folder), "-p", "Name a colour.", "-m", "8", "--json")
+    assert run_redrafter("export", "--out", str(folder)).returncode == 0
+    result = run_redrafter("generate", "-M", str(folder), "-p", "Name a colour.", "-m", "8", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["steps"] < 8  # drafted: fewer verify passes than tokens
-    again = run("export", "--out", str(folder))
+    again = run_redrafter("export", "--out", str(folder))
     assert_one_line_error(again, 1, "--force")
     assert "force=True" not in again.stderr

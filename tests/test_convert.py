@@ -23,30 +23,26 @@ import torch.nn.functional as F
 from mlx.utils import tree_flatten
 from safetensors.torch import save_file
 from torch import nn
-from typer.testing import CliRunner
 
-from redrafter_mlx.beam_search import beam_search
-from redrafter_mlx.cli.main import load_commands
-from redrafter_mlx.convert import TORCH_HINT, convert_drafter
-from redrafter_mlx.decoding import generate_ar, generate_redrafter
-from redrafter_mlx.drafter import Drafter, DrafterLoadError, load_drafter, save_drafter, untie_head
-from redrafter_mlx.loading import EMBEDDED, SHIPPED_DRAFTERS, load_drafter_for
+from redrafter_mlx.drafting.beam_search import beam_search
+from redrafter_mlx.drafting.kinds.rnn_convert import convert_drafter
+from redrafter_mlx.decoding.loop import generate_ar, generate_redrafter
+from redrafter_mlx.drafting import TreeShape
+from redrafter_mlx.tuning import DraftPlan
+from redrafter_mlx.drafting.kinds.rnn import RecurrentDrafter, untie_head
+from redrafter_mlx.drafting.kinds.rnn import load as load_drafter
+from redrafter_mlx.drafting.kinds.rnn import save as save_drafter
+from redrafter_mlx.errors import DrafterLoadError
+from redrafter_mlx.formats.checkpoint import TORCH_HINT
+from redrafter_mlx.drafting.loading import load_drafter_for
+from redrafter_mlx.formats.loading import EMBEDDED, SHIPPED_DRAFTERS
 from redrafter_mlx.prompting import encode_prompt
 
-from .test_token_ranking import word_corpus, write_word_tokenizer
+from .helpers import TorchResBlock, assert_one_line_error, invoke_cli, word_corpus, write_word_tokenizer
 
 VOCAB, HIDDEN, LAYERS, EXIT_DIM = 96, 16, 2, 64  # EXIT_DIM != 2 * HIDDEN: has input_proj
 LOG_0 = -50000.0  # the reference's log(0) for beams 1.. before the first step
 State = dict[str, torch.Tensor]
-
-
-class TorchResBlock(nn.Module):
-    def __init__(self, dims: int):
-        super().__init__()
-        self.linear = nn.Linear(dims, dims)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + F.silu(self.linear(x))
 
 
 class TorchDrafter(nn.Module):
@@ -180,18 +176,6 @@ def reference_folder(tmp_path_factory, reference) -> Path:
     return write_checkpoint(folder, reference.state_dict(), "model.safetensors")
 
 
-def run_cli(*args: object):
-    """`redrafter ...` in-process. Wide COLUMNS: rich hard-wraps long lines at 80 columns."""
-    return CliRunner().invoke(load_commands(), [str(a) for a in args], env={"COLUMNS": "2000"})
-
-
-def assert_one_line_error(result, message: str) -> None:
-    assert result.exit_code != 0
-    assert "Traceback" not in result.output
-    assert len(result.output.strip().splitlines()) == 1, result.output
-    assert result.output.startswith("error: ") and message in result.output, result.output
-
-
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_converted_drafter_matches_torch(tmp_path, name):
     fmt = FORMATS[name]
@@ -222,7 +206,7 @@ def test_converted_drafter_matches_torch(tmp_path, name):
 def test_dtype_and_quantization(tmp_path, reference, reference_folder, dtype, bits, group_size, tolerance):
     out = tmp_path / "out"
     quant = ["-q", "--bits", bits, "--group-size", group_size] if bits else []
-    result = run_cli("convert", reference_folder, out, "--dtype", dtype, *quant)
+    result = invoke_cli("convert", reference_folder, out, "--dtype", dtype, *quant)
     assert result.exit_code == 0, result.output
     how = f"{bits}-bit, group size {group_size}" if bits else "not quantized"
     n_params = sum(p.numel() for p in reference.parameters())
@@ -243,15 +227,15 @@ def test_model_option_checks_sizes_against_the_llm_config(tmp_path, reference_fo
     for vocab in (VOCAB, 32000):
         llm_config = {"model_type": "llama", "vocab_size": vocab, "hidden_size": HIDDEN}
         (llm / "config.json").write_text(json.dumps(llm_config))
-        result = run_cli("convert", reference_folder, tmp_path / f"out{vocab}", "--model", llm)
+        result = invoke_cli("convert", reference_folder, tmp_path / f"out{vocab}", "--model", llm)
     assert (tmp_path / f"out{VOCAB}" / "model.safetensors").is_file()
-    assert_one_line_error(result, "drafter vocab_size is 96 but the model's is 32000")
+    assert_one_line_error(result, 1, "drafter vocab_size is 96 but the model's is 32000")
     assert not (tmp_path / "out32000").exists()
 
 
 def test_model_option_reads_the_embedded_gguf_config(tmp_path, reference_folder):
-    result = run_cli("convert", reference_folder, tmp_path / "out", "--model", "smollm2-135m")
-    assert_one_line_error(result, "drafter vocab_size is 96 but the model's is 49152")
+    result = invoke_cli("convert", reference_folder, tmp_path / "out", "--model", "smollm2-135m")
+    assert_one_line_error(result, 1, "drafter vocab_size is 96 but the model's is 49152")
 
 
 def cut_in_half(file: Path) -> None:
@@ -286,13 +270,13 @@ def test_bad_source_is_one_line_error_and_writes_nothing(tmp_path, reference, ca
     folder = write_checkpoint(tmp_path / "ckpt", state, file)
     if damage:
         damage(folder / file)
-    assert_one_line_error(run_cli("convert", folder, tmp_path / "out"), message)
+    assert_one_line_error(invoke_cli("convert", folder, tmp_path / "out"), 1, message)
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]
 
 
 def test_missing_source_is_one_line_error(tmp_path):
-    result = run_cli("convert", tmp_path / "nowhere", tmp_path / "out")
-    assert_one_line_error(result, "no such file or folder")
+    result = invoke_cli("convert", tmp_path / "nowhere", tmp_path / "out")
+    assert_one_line_error(result, 1, "no such file or folder")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -300,29 +284,29 @@ def test_existing_out_is_kept_without_force_and_replaced_with_it(tmp_path, refer
     out = tmp_path / "out"
     out.mkdir()
     (out / "keep.txt").write_text("user data")
-    assert_one_line_error(run_cli("convert", reference_folder, out), "exists and is not empty")
+    assert_one_line_error(invoke_cli("convert", reference_folder, out), 1, "exists and is not empty")
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
     assert (out / "keep.txt").read_text() == "user data"
-    assert run_cli("convert", reference_folder, out, "--force").exit_code == 0
+    assert invoke_cli("convert", reference_folder, out, "--force").exit_code == 0
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
     assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no staging folders left behind
 
 
 def test_out_holding_the_source_is_refused_even_with_force(reference_folder):
-    result = run_cli("convert", reference_folder, reference_folder.parent, "--force")
-    assert_one_line_error(result, "holds the source")
+    result = invoke_cli("convert", reference_folder, reference_folder.parent, "--force")
+    assert_one_line_error(result, 1, "holds the source")
     assert (reference_folder / "model.safetensors").is_file()
 
 
 def test_failed_write_leaves_no_out(tmp_path, monkeypatch, reference_folder):
     """A failure after some files are written must not leave a half-written OUT."""
-    import redrafter_mlx.convert as convert_module
+    import redrafter_mlx.drafting.kinds.rnn_convert as convert_module
 
     def save_then_fail(drafter, folder):
         (Path(folder) / "config.json").write_text("{}")
         raise OSError("disk full")
 
-    monkeypatch.setattr(convert_module, "save_drafter", save_then_fail)
+    monkeypatch.setattr(convert_module, "save", save_then_fail)
     with pytest.raises(OSError, match="disk full"):
         convert_drafter(reference_folder, tmp_path / "out", dtype=mx.float32)
     assert list(tmp_path.iterdir()) == []
@@ -353,9 +337,9 @@ def test_safetensors_needs_no_torch(tmp_path, monkeypatch, reference_folder):
 
 def test_bad_quantization_settings_are_refused(tmp_path, reference_folder):
     out = tmp_path / "out"
-    result = run_cli("convert", reference_folder, out, "-q", "--bits", 3)
-    assert_one_line_error(result, "bits must be one of (4, 8)")
-    assert_one_line_error(run_cli("convert", reference_folder, out, "--bits", 8), "need -q/--quantize")
+    result = invoke_cli("convert", reference_folder, out, "-q", "--bits", 3)
+    assert_one_line_error(result, 1, "bits must be one of (4, 8)")
+    assert_one_line_error(invoke_cli("convert", reference_folder, out, "--bits", 8), 2, "need -q/--quantize")
     assert not out.exists()
 
 
@@ -390,7 +374,7 @@ def ranked_llm(tmp_path_factory) -> tuple[Path, Path, list[int]]:
 def test_head_tokens_keep_the_top_ranked_rows_and_draft_only_them(tmp_path, reference, reference_folder, ranked_llm):
     llm, corpus, ranking = ranked_llm
     out = tmp_path / "out"
-    result = run_cli("convert", reference_folder, out, "-M", llm, "--head-tokens", 60, "--token-corpus", corpus)
+    result = invoke_cli("convert", reference_folder, out, "-M", llm, "--head-tokens", 60, "--token-corpus", corpus)
     assert result.exit_code == 0, result.output
     assert "not quantized, head trimmed to 60 of 96 tokens) -> " in result.output
     drafter = load_drafter(out)
@@ -407,16 +391,17 @@ def test_head_tokens_keep_the_top_ranked_rows_and_draft_only_them(tmp_path, refe
         np.testing.assert_allclose(np.array(scores), want_scores, atol=1e-4, rtol=0)
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--head-tokens", 8], "--head-tokens needs -M/--model"),
-    (["--token-corpus", "corpus.txt"], "--token-corpus needs --head-tokens"),
-    (["-M", "LLM", "--head-tokens", 97], "the head can keep 1 to 96 tokens (the vocabulary), not 97"),
-    (["-M", "LLM", "--head-tokens", 8, "--token-corpus", "nowhere.txt"], "nowhere.txt: no such file"),
+@pytest.mark.parametrize(("args", "code", "message"), [
+    (["--head-tokens", 8], 2, "--head-tokens needs -M/--model"),
+    (["--token-corpus", "corpus.txt"], 2, "--token-corpus needs --head-tokens"),
+    (["-M", "LLM", "--head-tokens", 97], 1, "the head can keep 1 to 96 tokens (the vocabulary), not 97"),
+    (["-M", "LLM", "--head-tokens", 8, "--token-corpus", "nowhere.txt"], 1, "nowhere.txt: no such file"),
 ])
-def test_bad_head_tokens_are_one_line_errors_and_write_nothing(tmp_path, reference_folder, ranked_llm, args, message):
+def test_bad_head_tokens_are_one_line_errors_and_write_nothing(tmp_path, reference_folder, ranked_llm, args, code,
+                                                               message):
     llm = ranked_llm[0]
     args = [llm if a == "LLM" else a for a in args]
-    assert_one_line_error(run_cli("convert", reference_folder, tmp_path / "out", *args), message)
+    assert_one_line_error(invoke_cli("convert", reference_folder, tmp_path / "out", *args), code, message)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -425,8 +410,9 @@ def test_an_already_trimmed_head_is_not_trimmed_again(tmp_path, reference_folder
     trimmed = convert_drafter(reference_folder, tmp_path / "trimmed", dtype=mx.float32,
                               head_token_ids=np.arange(60, dtype=np.int32))
     before = (trimmed / "model.safetensors").read_bytes()
-    result = run_cli("convert", trimmed, tmp_path / "again", "-M", llm, "--head-tokens", 50, "--token-corpus", corpus)
-    assert_one_line_error(result, "the drafter's head is already trimmed to 60 tokens")
+    result = invoke_cli("convert", trimmed, tmp_path / "again", "-M", llm, "--head-tokens", 50,
+                        "--token-corpus", corpus)
+    assert_one_line_error(result, 1, "the drafter's head is already trimmed to 60 tokens")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trimmed"]
     assert (trimmed / "model.safetensors").read_bytes() == before
 
@@ -437,10 +423,10 @@ def test_trimmed_drafter_still_drafts_and_decodes_exactly_like_ar(tmp_path, embe
     49,152 tokens and untied), trimmed to 8,192 by the shipped corpus ranking: the output is
     AR's token for token, and drafts are still accepted (so head index -> id is right)."""
     shipped = load_drafter(SHIPPED_DRAFTERS[EMBEDDED])
-    full = Drafter(replace(shipped.config, token_subset_size=None))
+    full = RecurrentDrafter(replace(shipped.config, token_subset_size=None))
     full.load_weights([(k, v) for k, v in tree_flatten(shipped.parameters()) if k != "token_ids"])
     save_drafter(untie_head(full, embedded.model.embedding), tmp_path / "full")
-    result = run_cli("convert", tmp_path / "full", tmp_path / "trimmed", "-M", EMBEDDED, "--head-tokens", 8192)
+    result = invoke_cli("convert", tmp_path / "full", tmp_path / "trimmed", "-M", EMBEDDED, "--head-tokens", 8192)
     assert result.exit_code == 0, result.output
     drafter = load_drafter_for(embedded, str(tmp_path / "trimmed"))
     assert drafter.config.token_subset_size == 8192 and not drafter.config.head_tied
@@ -449,8 +435,8 @@ def test_trimmed_drafter_still_drafts_and_decodes_exactly_like_ar(tmp_path, embe
     for prompt in ("What is the capital of France?", "Write a haiku about the sea."):
         ids = encode_prompt(embedded.tokenizer, prompt)
         want = [t for step in generate_ar(embedded.model, ids, max_tokens=24, eos_ids=eos) for t in step.tokens]
-        steps = list(generate_redrafter(embedded.model, drafter, ids, beam_width=3, beam_length=5,
-                                        max_tokens=24, eos_ids=eos, lookup=False))
+        steps = list(generate_redrafter(embedded.model, drafter, ids, DraftPlan(TreeShape(3, 5, 3), lookup=False),
+                                        max_tokens=24, eos_ids=eos))
         assert [t for step in steps for t in step.tokens] == want
         accepted += steps[-1].stats.accepted_per_step
     assert max(accepted) > 1

@@ -3,37 +3,38 @@ greedy identity, exact sampling, and the CLI's --draft-model / --drafter paths."
 
 from __future__ import annotations
 
-import copy
 
 import mlx.core as mx
 import numpy as np
 import pytest
-from mlx.utils import tree_flatten
 from mlx_lm.sample_utils import make_sampler
 
-from redrafter_mlx.beam_search import beam_search, top_k_log_probs
-from redrafter_mlx.decoding import generate_ar, generate_redrafter
-from redrafter_mlx.drafting.draft_llm import DraftLLM
-from redrafter_mlx.drafting.kinds import load_drafter_folder
+from redrafter_mlx.drafting.beam_search import beam_search, top_k_log_probs
+from redrafter_mlx.decoding.loop import generate_ar, generate_redrafter
+from redrafter_mlx.drafting import TreeShape
+from redrafter_mlx.tuning import DraftPlan
+from redrafter_mlx.drafting.kinds.draft_llm import DraftLLM
+from redrafter_mlx.drafting.registry import load_drafter_folder
 from redrafter_mlx.errors import InputError
 from redrafter_mlx.models.llama import Model
 from redrafter_mlx.prompting import encode_prompt
 
-from .conftest import PROMPTS, collect, random_model, tiny_config
-from .test_cli import assert_one_line_error, run
-from .test_redrafter import (
-    SEQ_LEN, TINY, TINY_PROMPT, TINY_VOCAB, chi_square_p_value, exact_sequence_probabilities, sample_counts,
+from .helpers import (
+    PROMPTS,
+    SEQ_LEN,
+    TINY,
+    TINY_PROMPT,
+    TINY_VOCAB,
+    assert_one_line_error,
+    chi_square_p_value,
+    collect,
+    exact_sequence_probabilities,
+    first_layers,
+    random_model,
+    run_redrafter,
+    sample_counts,
+    tiny_config,
 )
-
-
-def first_layers(model: Model, count: int) -> Model:
-    """The model cut to its first `count` layers (same embedding, final norm and head)."""
-    args = copy.copy(model.args)
-    args.num_hidden_layers = count
-    cut = Model(args)
-    cut.load_weights([(k, v) for k, v in tree_flatten(model.parameters())
-                      if not k.startswith("model.layers.") or int(k.split(".")[2]) < count])
-    return cut
 
 
 def plain_log_probs(model: Model, tokens: list[int], top_k: int) -> np.ndarray:
@@ -55,7 +56,7 @@ def test_beam_scores_equal_plain_forwards_after_a_partly_kept_block(width, lengt
     session.commit(0)
     session.stage(mx.array(block, mx.int32), mx.zeros((4, 32)), mx.array(kept))
     beams, scores = beam_search(session, None, mx.zeros((32,)), mx.array(block[kept - 1]), width, length,
-                                top_k=6, search_width=search)
+                                draft_top_k=6, search_width=search)
     history = text + block[:kept]
     for beam, score in zip(np.array(beams).tolist(), np.array(scores).tolist()):
         assert beam[0] == block[kept - 1]
@@ -68,8 +69,8 @@ def test_drafting_with_the_model_itself_accepts_every_token(embedded):
     holds only if the draft cache follows the accepted text step after step."""
     ids = encode_prompt(embedded.tokenizer, PROMPTS[0])
     expected, _ = collect(generate_ar(embedded.model, ids, max_tokens=24))
-    tokens, stats = collect(generate_redrafter(embedded.model, DraftLLM(embedded.model), ids, beam_width=1,
-                                               beam_length=4, max_tokens=24, lookup=False))
+    tokens, stats = collect(generate_redrafter(embedded.model, DraftLLM(embedded.model), ids,
+                                               DraftPlan(TreeShape(1, 4, 1), lookup=False), max_tokens=24))
     assert tokens == expected
     assert stats.accepted_per_step == [4] * (len(stats.accepted_per_step))
 
@@ -80,8 +81,8 @@ def test_greedy_draft_llm_matches_autoregressive(embedded, embedded_runs, width,
     accepted = []
     for ids, expected, reason in embedded_runs:
         tokens, stats = collect(generate_redrafter(
-            embedded.model, draft, ids, beam_width=width, beam_length=length, max_tokens=20,
-            eos_ids=embedded.tokenizer.eos_token_ids, lookup=lookup))
+            embedded.model, draft, ids, DraftPlan(TreeShape(width, length, width), lookup=lookup), max_tokens=20,
+            eos_ids=embedded.tokenizer.eos_token_ids))
         assert tokens == expected and stats.finish_reason == reason
         accepted += stats.accepted_per_step
     assert max(accepted) > 1  # the cut model's drafts are accepted
@@ -101,8 +102,8 @@ def test_sampled_draft_llm_has_the_llm_distribution(temperature):
     n = 1500
     mx.random.seed(4321)
     counts, accepted_drafts = sample_counts(
-        lambda: generate_redrafter(TINY, draft, TINY_PROMPT, beam_width=2, beam_length=3, max_tokens=SEQ_LEN,
-                                   sampler=make_sampler(temp=temperature), lookup=False),
+        lambda: generate_redrafter(TINY, draft, TINY_PROMPT, DraftPlan(TreeShape(2, 3, 2), lookup=False),
+                                   max_tokens=SEQ_LEN, sampler=make_sampler(temp=temperature)),
         n,
     )
     assert sum(counts.values()) == n and TINY_VOCAB == 5
@@ -118,15 +119,15 @@ def test_cli_drafts_with_a_draft_model_folder(tmp_path, write_tiny_folder):
     small = write_tiny_folder(tmp_path / "small", tiny_config(hidden_size=32, intermediate_size=64), seed=1)
     assert isinstance(load_drafter_folder(small, mx.float32), DraftLLM)
     base = ["generate", "-M", str(target), "-p", "Hello there", "-m", "12", "--json"]
-    plain = run(*base, "--mode", "ar")
+    plain = run_redrafter(*base, "--mode", "ar")
     assert plain.returncode == 0, plain.stderr
     for how in (["--draft-model", str(small)], ["--drafter", str(small)]):
-        result = run(*base, *how, "-w", "2", "-l", "3")
+        result = run_redrafter(*base, *how, "-w", "2", "-l", "3")
         assert result.returncode == 0, result.stderr
         assert result.stdout.split('"text"')[1].split('",')[0] == plain.stdout.split('"text"')[1].split('",')[0]
     other = write_tiny_folder(tmp_path / "other", tiny_config(vocab_size=1000))
-    assert_one_line_error(run(*base, "--draft-model", str(other)), 1, "must share the target's tokenizer")
-    assert_one_line_error(run(*base, "--draft-model", str(small), "--drafter", str(small)), 2, "not both")
+    assert_one_line_error(run_redrafter(*base, "--draft-model", str(other)), 1, "must share the target's tokenizer")
+    assert_one_line_error(run_redrafter(*base, "--draft-model", str(small), "--drafter", str(small)), 2, "not both")
 
 
 def test_the_api_loads_a_draft_model(tmp_path, write_tiny_folder):

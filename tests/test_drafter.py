@@ -10,27 +10,22 @@ import numpy as np
 import pytest
 from mlx.utils import tree_flatten
 
-from redrafter_mlx.beam_search import beam_search
-from redrafter_mlx.drafter import (
-    Drafter,
-    DrafterConfig,
-    DrafterLoadError,
-    load_drafter,
-    quantize_drafter,
-    save_drafter,
-    trim_head,
-    untie_head,
-)
+from redrafter_mlx.drafting.beam_search import beam_search
+from redrafter_mlx.drafting.kinds.rnn import DrafterConfig, RecurrentDrafter, untie_head
+from redrafter_mlx.drafting.kinds.rnn import load as load_drafter
+from redrafter_mlx.drafting.kinds.rnn import save as save_drafter
+from redrafter_mlx.drafting.kinds.rnn_heads import quantize_drafter, trim_head
+from redrafter_mlx.errors import DrafterLoadError
 
 
 @pytest.fixture(autouse=True)
 def seeded_mlx_rng():
-    """Drafter(config) draws its init from MLX's global RNG: pin it so no test depends on
+    """RecurrentDrafter(config) draws its init from MLX's global RNG: pin it so no test depends on
     which tests ran before it."""
     mx.random.seed(0)
 
 
-def shapes(drafter: Drafter) -> dict[str, tuple[int, ...]]:
+def shapes(drafter: RecurrentDrafter) -> dict[str, tuple[int, ...]]:
     return {k: tuple(v.shape) for k, v in tree_flatten(drafter.parameters())}
 
 
@@ -43,7 +38,7 @@ def inputs(hidden: int, seed: int = 0, rows: int = 3) -> tuple[mx.array, mx.arra
 
 def test_parameter_names_match_reference_checkpoints():
     config = DrafterConfig(vocab_size=100, hidden_size=8, num_draft_layers=2, exit_dim=12, rnn=True)
-    assert shapes(Drafter(config)) == {
+    assert shapes(RecurrentDrafter(config)) == {
         "input_proj.weight": (12, 16),
         "input_proj.bias": (12,),
         "lm_head.0.linear.weight": (12, 12),
@@ -57,18 +52,19 @@ def test_parameter_names_match_reference_checkpoints():
     }
     # exit_dim = 2 * hidden (the reference default) has no input_proj; rnn=False no rnn_*.
     plain = DrafterConfig(vocab_size=100, hidden_size=8, num_draft_layers=1)
-    assert sorted(shapes(Drafter(plain))) == ["lm_head.0.linear.bias", "lm_head.0.linear.weight", "lm_head.1.weight"]
+    assert sorted(shapes(RecurrentDrafter(plain))) == [
+        "lm_head.0.linear.bias", "lm_head.0.linear.weight", "lm_head.1.weight"]
 
 
 def test_tied_and_trimmed_heads_replace_the_vocabulary_weight():
     trimmed = DrafterConfig(vocab_size=100, hidden_size=8, num_draft_layers=1, token_subset_size=30)
-    assert shapes(Drafter(trimmed))["lm_head.1.weight"] == (30, 16)
-    assert shapes(Drafter(trimmed))["token_ids"] == (30,)
+    assert shapes(RecurrentDrafter(trimmed))["lm_head.1.weight"] == (30, 16)
+    assert shapes(RecurrentDrafter(trimmed))["token_ids"] == (30,)
     tied = DrafterConfig(vocab_size=100, hidden_size=8, num_draft_layers=1, head_tied=True, token_subset_size=30)
-    tied_shapes = shapes(Drafter(tied))
+    tied_shapes = shapes(RecurrentDrafter(tied))
     assert "lm_head.1.weight" not in tied_shapes
     assert tied_shapes["head_proj.weight"] == (8, 16)
-    assert "token_ids" not in dict(tree_flatten(Drafter(tied).trainable_parameters()))
+    assert "token_ids" not in dict(tree_flatten(RecurrentDrafter(tied).trainable_parameters()))
 
 
 def test_config_reads_reference_config_json():
@@ -92,17 +88,17 @@ def test_state_update_follows_reference_formulas():
     otherwise s' = E + s."""
     h, s, table = inputs(8)
     e = table[:3]
-    rnn = Drafter(DrafterConfig(vocab_size=64, hidden_size=8, num_draft_layers=1, rnn=True))
+    rnn = RecurrentDrafter(DrafterConfig(vocab_size=64, hidden_size=8, num_draft_layers=1, rnn=True))
     pre = e @ rnn.rnn_w.weight.T + s @ rnn.rnn_u.weight.T + rnn.rnn_u.bias
     np.testing.assert_allclose(rnn.update_state(s, e), pre * mx.sigmoid(pre), atol=1e-6)
-    plain = Drafter(DrafterConfig(vocab_size=64, hidden_size=8, num_draft_layers=1))
+    plain = RecurrentDrafter(DrafterConfig(vocab_size=64, hidden_size=8, num_draft_layers=1))
     np.testing.assert_allclose(plain.update_state(s, e), e + s, atol=1e-6)
     assert plain.init_state((2, 3)).shape == (2, 3, 8) and not plain.init_state((2,)).any().item()
 
 
 def test_head_input_is_hidden_then_state():
     h, s, _ = inputs(8)
-    drafter = Drafter(DrafterConfig(vocab_size=64, hidden_size=8, num_draft_layers=0))
+    drafter = RecurrentDrafter(DrafterConfig(vocab_size=64, hidden_size=8, num_draft_layers=0))
     expected = mx.concatenate([h, s], axis=-1) @ drafter.lm_head[0].weight.T
     np.testing.assert_allclose(drafter.logits(h, s), expected, atol=1e-5)
 
@@ -110,9 +106,9 @@ def test_head_input_is_hidden_then_state():
 def test_trimmed_head_maps_back_to_vocabulary_ids():
     token_ids = mx.array([7, 3, 60, 12], dtype=mx.int32)
     config = DrafterConfig(vocab_size=64, hidden_size=8, num_draft_layers=1, token_subset_size=4)
-    drafter = Drafter(config, token_ids=token_ids)
+    drafter = RecurrentDrafter(config, token_ids=token_ids)
     assert drafter.vocab_ids(mx.array([[0, 2], [3, 1]])).tolist() == [[7, 60], [12, 3]]
-    untrimmed = Drafter(DrafterConfig(vocab_size=64, hidden_size=8, num_draft_layers=1))
+    untrimmed = RecurrentDrafter(DrafterConfig(vocab_size=64, hidden_size=8, num_draft_layers=1))
     assert untrimmed.vocab_ids(mx.array([5, 9], dtype=mx.uint32)).tolist() == [5, 9]
 
 
@@ -120,7 +116,7 @@ def test_tied_head_scores_the_embedding_rows_of_its_tokens():
     h, s, table = inputs(8)
     token_ids = mx.array([5, 0, 33], dtype=mx.int32)
     config = DrafterConfig(vocab_size=64, hidden_size=8, num_draft_layers=1, head_tied=True, token_subset_size=3)
-    drafter = Drafter(config, token_ids=token_ids)
+    drafter = RecurrentDrafter(config, token_ids=token_ids)
     expected = drafter.head_proj(drafter.features(h, s)) @ table[token_ids].T
     np.testing.assert_allclose(drafter.logits(h, s, table), expected, atol=1e-5)
     layer = nn.Embedding(64, 8)
@@ -137,7 +133,7 @@ def test_tied_head_accepts_a_quantized_llm_embedding(trimmed):
         vocab_size=64, hidden_size=64, num_draft_layers=1, head_tied=True,
         token_subset_size=10 if trimmed else None,
     )
-    drafter = Drafter(config, token_ids=mx.arange(50, 60) if trimmed else None)
+    drafter = RecurrentDrafter(config, token_ids=mx.arange(50, 60) if trimmed else None)
     layer = nn.Embedding(64, 64)
     layer.weight = table
     quantized = nn.QuantizedEmbedding.from_embedding(layer, group_size=32, bits=4)
@@ -153,7 +149,7 @@ def test_untie_head_is_the_same_function():
     layer.weight = table
     config = DrafterConfig(vocab_size=64, hidden_size=64, num_draft_layers=1, rnn=True, head_tied=True,
                            token_subset_size=40)
-    tied = Drafter(config, token_ids=mx.arange(63, 23, -1))
+    tied = RecurrentDrafter(config, token_ids=mx.arange(63, 23, -1))
     untied = untie_head(tied, layer)
     assert not untied.config.head_tied and untied.config.token_subset_size == 40
     np.testing.assert_allclose(untied.logits(h, s), tied.logits(h, s, layer), rtol=1e-4, atol=1e-4)
@@ -170,14 +166,14 @@ def test_untie_head_is_the_same_function():
 def test_trimmed_head_scores_its_tokens_as_the_full_head_did(tmp_path, tied):
     h, s, table = inputs(8)
     config = DrafterConfig(vocab_size=64, hidden_size=8, num_draft_layers=2, rnn=True, head_tied=tied)
-    full = Drafter(config)
+    full = RecurrentDrafter(config)
     kept = np.random.default_rng(2).permutation(64)[:24]
     trimmed = trim_head(full, kept)
     assert trimmed.config == DrafterConfig(**{**config.to_dict(), "token_subset_size": 24})
     np.testing.assert_array_equal(trimmed.token_ids, kept)
     want = np.array(full.logits(h, s, table))[:, kept]
     np.testing.assert_allclose(trimmed.logits(h, s, table), want, rtol=1e-6, atol=1e-6)
-    beams, _ = beam_search(trimmed, table, h[0], mx.array(5), 4, 5, top_k=8)
+    beams, _ = beam_search(trimmed, table, h[0], mx.array(5), 4, 5, draft_top_k=8)
     assert set(np.array(beams[:, 1:]).ravel()) <= set(kept.tolist())
     loaded = load_drafter(save_drafter(trimmed, tmp_path / "d"))  # token_ids travel with it
     np.testing.assert_array_equal(loaded.logits(h, s, table), trimmed.logits(h, s, table))
@@ -192,16 +188,17 @@ def test_trimmed_head_scores_its_tokens_as_the_full_head_did(tmp_path, tied):
     ([3, 5, 3], r"distinct ids in \[0, 64\)"),
 ])
 def test_trim_head_refuses_ids_that_are_not_distinct_vocabulary_ids(ids, message):
-    drafter = Drafter(DrafterConfig(vocab_size=64, hidden_size=8, num_draft_layers=1))
+    drafter = RecurrentDrafter(DrafterConfig(vocab_size=64, hidden_size=8, num_draft_layers=1))
     with pytest.raises(ValueError, match=message):
         trim_head(drafter, np.array(ids))
 
 
 def test_trim_head_refuses_trimmed_and_quantized_heads():
-    trimmed = Drafter(DrafterConfig(vocab_size=64, hidden_size=32, num_draft_layers=1, token_subset_size=20))
+    trimmed = RecurrentDrafter(DrafterConfig(vocab_size=64, hidden_size=32, num_draft_layers=1, token_subset_size=20))
     with pytest.raises(ValueError, match="already trimmed to 20 tokens"):
         trim_head(trimmed, np.arange(10))
-    quantized = quantize_drafter(Drafter(DrafterConfig(vocab_size=64, hidden_size=32, num_draft_layers=1)), 8, 32)
+    plain = RecurrentDrafter(DrafterConfig(vocab_size=64, hidden_size=32, num_draft_layers=1))
+    quantized = quantize_drafter(plain, 8, 32)
     with pytest.raises(ValueError, match="before quantizing"):
         trim_head(quantized, np.arange(10))
 
@@ -217,7 +214,7 @@ CONFIGS = {
 def test_save_load_round_trip_gives_identical_logits(tmp_path, name):
     config = DrafterConfig(vocab_size=64, hidden_size=8, **CONFIGS[name])
     token_ids = mx.array(np.random.default_rng(1).permutation(64)[:20].astype(np.int32))
-    drafter = Drafter(config, token_ids=token_ids if config.token_subset_size else None)
+    drafter = RecurrentDrafter(config, token_ids=token_ids if config.token_subset_size else None)
     h, s, table = inputs(8)
     save_drafter(drafter, tmp_path / "d")
     loaded = load_drafter(tmp_path / "d")
@@ -231,7 +228,7 @@ def test_save_load_round_trip_gives_identical_logits(tmp_path, name):
 def saved(tmp_path, **overrides) -> tuple:
     """A saved reference-shaped drafter folder and its weights dict, for corruption tests."""
     config = DrafterConfig(vocab_size=64, hidden_size=8, num_draft_layers=1, rnn=True, **overrides)
-    folder = save_drafter(Drafter(config), tmp_path / "drafter")
+    folder = save_drafter(RecurrentDrafter(config), tmp_path / "drafter")
     return folder, dict(mx.load(str(folder / "model.safetensors")))
 
 
@@ -295,7 +292,7 @@ def test_out_of_range_token_ids_are_rejected(tmp_path):
         load_drafter(folder)
 
 
-def dequantized_copy(quantized: Drafter) -> Drafter:
+def dequantized_copy(quantized: RecurrentDrafter) -> RecurrentDrafter:
     """A float drafter holding the quantized drafter's dequantized weights."""
     weights = dict(tree_flatten(quantized.parameters()))
     for name, m in quantized.named_modules():
@@ -303,7 +300,7 @@ def dequantized_copy(quantized: Drafter) -> Drafter:
             weights[f"{name}.weight"] = mx.dequantize(m.weight, m.scales, m.biases, m.group_size, m.bits)
             del weights[f"{name}.scales"], weights[f"{name}.biases"]
     float_config = DrafterConfig.from_dict({**quantized.config.to_dict(), "quantization": None})
-    return Drafter(float_config).load_weights(list(weights.items()))
+    return RecurrentDrafter(float_config).load_weights(list(weights.items()))
 
 
 def relative_error(x: mx.array, reference: mx.array) -> float:
@@ -313,7 +310,7 @@ def relative_error(x: mx.array, reference: mx.array) -> float:
 @pytest.mark.parametrize("group_size", [32, 64])
 def test_quantized_drafter_round_trips_and_stays_close_to_float(tmp_path, group_size):
     config = DrafterConfig(vocab_size=64, hidden_size=32, num_draft_layers=2, rnn=True, exit_dim=128)
-    drafter = Drafter(config)
+    drafter = RecurrentDrafter(config)
     h, s, table = inputs(32, rows=16)
     float_logits = drafter.logits(h, s)
     float_weights = {k: v for k, v in tree_flatten(drafter.parameters())}
@@ -348,7 +345,7 @@ def test_quantized_drafter_round_trips_and_stays_close_to_float(tmp_path, group_
 
 def test_float16_drafter_runs_and_tracks_float32(tmp_path):
     config = DrafterConfig(vocab_size=64, hidden_size=16, num_draft_layers=2, rnn=True, token_subset_size=40)
-    folder = save_drafter(Drafter(config), tmp_path / "d")
+    folder = save_drafter(RecurrentDrafter(config), tmp_path / "d")
     full, half = load_drafter(folder), load_drafter(folder, dtype=mx.float16)
     assert half.rnn_u.weight.dtype == mx.float16 and half.token_ids.dtype == mx.int32
     h, s, table = inputs(16)

@@ -6,14 +6,23 @@ from __future__ import annotations
 import mlx.core as mx
 import pytest
 
-from redrafter_mlx.decoding import generate_redrafter
+from redrafter_mlx.decoding.loop import generate_redrafter
+from redrafter_mlx.drafting import TreeShape
+from redrafter_mlx.drafting.kinds.draft_llm import DraftLLM
+from redrafter_mlx.tuning import DraftPlan
 from redrafter_mlx.prompting import encode_prompt
 
-from .conftest import PROMPTS, collect, count_host_reads
-from .test_draft_llm import DraftLLM, first_layers
-from .test_eagle import random_eagle
-from .test_medusa import random_medusa
-from .test_mlp_speculator import random_speculator
+from .helpers import (
+    PROMPTS,
+    collect,
+    count_host_reads,
+    first_layers,
+    random_eagle,
+    random_medusa,
+    random_model,
+    random_speculator,
+    tiny_config,
+)
 
 KINDS = {
     "draft-llm": lambda model: DraftLLM(first_layers(model, 20)),
@@ -28,7 +37,7 @@ def test_at_most_one_host_read_per_step_for_every_kind(embedded, monkeypatch, ki
     drafter = KINDS[kind](embedded.model).for_target(embedded.model, "smollm2")
     ids = encode_prompt(embedded.tokenizer, PROMPTS[1])
     reads = count_host_reads(monkeypatch)
-    _, stats = collect(generate_redrafter(embedded.model, drafter, ids, beam_width=3, beam_length=4, max_tokens=12))
+    _, stats = collect(generate_redrafter(embedded.model, drafter, ids, DraftPlan(TreeShape(3, 4, 3)), max_tokens=12))
     assert stats.steps >= 4
     assert sum(reads.values()) <= stats.steps + 1, reads  # + 1: the first token after prefill
 
@@ -49,13 +58,14 @@ def test_auto_trees_are_cut_to_what_a_drafter_can_draft_and_explicit_ones_refuse
 
 @pytest.mark.parametrize("kind", ["redrafter", "eagle", "medusa", "mlp-speculator", "draft-llm"])
 def test_the_benchmarks_random_drafters_load_as_their_kind(tmp_path, kind):
-    """`profiling.reference_drafter` writes each kind in its reference shape for a model."""
-    from redrafter_mlx.drafting.kinds import load_drafter_folder
+    """`profiling.reference_drafter` writes each kind in its reference shape for a model; it
+    loads as that kind, and so does the session it opens for a generation."""
+    from redrafter_mlx.drafting.registry import load_drafter_folder
     from redrafter_mlx.profiling.reference_drafter import write
-
-    from .conftest import random_model, tiny_config
 
     config = tiny_config()
     drafter = load_drafter_folder(write(kind, config, tmp_path / kind), mx.float32)
     assert drafter.kind == kind
-    drafter.for_target(random_model(config), "tiny")
+    model = random_model(config)
+    session = drafter.for_target(model, "tiny").open(model, [1, 2, 3], mx.zeros((3, config["hidden_size"])))
+    assert session.kind == kind  # a stateful kind's per-generation session reports its drafter's kind

@@ -6,7 +6,7 @@ import mlx.core as mx
 import numpy as np
 from mlx_lm.models.activations import swiglu as mlx_lm_swiglu
 
-from redrafter_mlx import fastmath
+from redrafter_mlx.runtime import fastmath
 
 
 def test_exp_matches_float64_reference_and_its_gradient_is_exp():

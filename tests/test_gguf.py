@@ -11,8 +11,9 @@ import mlx_lm
 import pytest
 from mlx_lm.models.llama import Model, ModelArgs
 
-from redrafter_mlx.export import export_hf_folder
-from redrafter_mlx.gguf import GGUFError, GGUFModel, embedded_model_path, read_gguf, unpermute_qk
+from redrafter_mlx.errors import TargetExists
+from redrafter_mlx.formats.export import export_hf_folder
+from redrafter_mlx.formats.gguf import GGUFError, GGUFModel, embedded_model_path, read_gguf, unpermute_qk
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 CHATML_QUESTION = (
@@ -139,7 +140,7 @@ def test_export_refuses_non_empty_folder(tmp_path: Path) -> None:
     target.mkdir()
     (target / "notes.txt").write_text("keep me")
     weights = {"w": mx.ones((2, 2))}
-    with pytest.raises(FileExistsError, match="not empty"):
+    with pytest.raises(TargetExists, match="not empty"):
         export_hf_folder({}, weights, _NoTokenizer(), target)
     assert [p.name for p in target.iterdir()] == ["notes.txt"]
     assert (target / "notes.txt").read_text() == "keep me"

@@ -11,12 +11,10 @@ import mlx.core as mx
 import mlx.nn as nn
 import pytest
 
-from redrafter_mlx import loading
-from redrafter_mlx.loading import ModelLoadError, load
+from redrafter_mlx.formats import loading
+from redrafter_mlx.formats.loading import ModelLoadError, load
 
-from .conftest import random_model, tiny_config
-
-PROBE = mx.array([[1, 520, 33, 871, 4000, 12]])
+from .helpers import PROBE, random_model, tiny_config
 
 
 def logits_of(model) -> mx.array:

@@ -6,7 +6,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from redrafter_mlx.lookup import MAX_NGRAM, MIN_NGRAM, TextBuffer, lookup_draft, with_lookup_beam
+from redrafter_mlx.drafting.lookup import MAX_NGRAM, MIN_NGRAM, TextBuffer, lookup_draft, with_lookup_beam
 
 
 def reference_draft(text: list[int], width: int) -> list[int] | None:

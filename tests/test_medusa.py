@@ -9,48 +9,41 @@ nn.Sequential(ResBlock..., Linear(bias=False))) independently of redrafter_mlx.
 from __future__ import annotations
 
 import itertools
-import json
-from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 from mlx_lm.sample_utils import make_sampler
-from safetensors.torch import save_file
 from torch import nn
 
-from redrafter_mlx.beam_search import beam_search
-from redrafter_mlx.decoding import generate_redrafter
-from redrafter_mlx.drafter import DrafterLoadError
-from redrafter_mlx.drafting.kinds import load_drafter_folder
-from redrafter_mlx.drafting.medusa import (
-    Medusa,
-    MedusaConfig,
-    convert_medusa,
-    is_medusa_checkpoint,
-    load_medusa,
-    save_medusa,
-)
-from redrafter_mlx.errors import InputError
+from redrafter_mlx.drafting.beam_search import beam_search
+from redrafter_mlx.decoding.loop import generate_redrafter
+from redrafter_mlx.drafting import TreeShape
+from redrafter_mlx.tuning import DraftPlan
+from redrafter_mlx.drafting.registry import load_drafter_folder
+from redrafter_mlx.drafting.kinds.medusa import Medusa
+from redrafter_mlx.drafting.kinds.medusa import convert as convert_medusa
+from redrafter_mlx.drafting.kinds.medusa import is_upstream as is_medusa_checkpoint
+from redrafter_mlx.drafting.kinds.medusa import load as load_medusa
+from redrafter_mlx.drafting.kinds.medusa import save as save_medusa
+from redrafter_mlx.errors import DrafterLoadError, InputError, TargetExists
 
-from .conftest import collect
-from .test_redrafter import SEQ_LEN, TINY, TINY_PROMPT, chi_square_p_value, exact_sequence_probabilities, sample_counts
+from .helpers import (
+    SEQ_LEN,
+    TINY,
+    TINY_PROMPT,
+    TorchResBlock,
+    chi_square_p_value,
+    collect,
+    exact_sequence_probabilities,
+    random_medusa,
+    sample_counts,
+    write_medusa_upstream,
+)
 
 VOCAB, HIDDEN, HEADS = 40, 16, 3
 LLM = {"vocab_size": VOCAB, "hidden_size": HIDDEN}
-
-
-class TorchResBlock(nn.Module):
-    """Upstream's ResBlock, without its zero init (random weights test more)."""
-
-    def __init__(self, hidden: int):
-        super().__init__()
-        self.linear = nn.Linear(hidden, hidden)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + F.silu(self.linear(x))
 
 
 def torch_heads(layers: int, seed: int = 0) -> nn.ModuleList:
@@ -61,29 +54,10 @@ def torch_heads(layers: int, seed: int = 0) -> nn.ModuleList:
     )
 
 
-def write_upstream(folder: Path, state: dict[str, torch.Tensor], fmt: str = "pt", layers: int = 1) -> Path:
-    """An upstream checkpoint folder; its config under-counts the heads, as uploaded ones can."""
-    folder.mkdir(parents=True, exist_ok=True)
-    if fmt == "pt":
-        torch.save(state, folder / "medusa_lm_head.pt")
-    else:
-        save_file({k: v.contiguous() for k, v in state.items()}, str(folder / "medusa_lm_head.safetensors"))
-    config = {"medusa_num_heads": 2, "medusa_num_layers": layers, "base_model_name_or_path": "lmsys/vicuna-7b-v1.3"}
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
-
-
-def random_medusa(vocab: int, hidden: int, heads: int, layers: int = 1, seed: int = 0) -> Medusa:
-    mx.random.seed(seed)
-    medusa = Medusa(MedusaConfig(vocab, hidden, heads, layers))
-    mx.eval(medusa.parameters())
-    return medusa
-
-
 @pytest.mark.parametrize("fmt, layers", [("pt", 1), ("safetensors", 2), ("pt", 0)])
 def test_converted_heads_match_the_torch_forward(tmp_path, fmt, layers):
     heads = torch_heads(layers)
-    src = write_upstream(tmp_path / "upstream", heads.state_dict(), fmt, layers)
+    src = write_medusa_upstream(tmp_path / "upstream", heads.state_dict(), fmt, layers)
     assert is_medusa_checkpoint(src)
     out = convert_medusa(src, tmp_path / "mlx", dtype=mx.float32, llm_config=LLM)
     assert not is_medusa_checkpoint(out)
@@ -105,7 +79,7 @@ def test_converted_heads_match_the_torch_forward(tmp_path, fmt, layers):
 
 def test_a_weights_file_converts_and_a_saved_drafter_reloads(tmp_path):
     heads = torch_heads(1, seed=3)
-    src = write_upstream(tmp_path / "upstream", heads.state_dict(), "safetensors")
+    src = write_medusa_upstream(tmp_path / "upstream", heads.state_dict(), "safetensors")
     out = convert_medusa(src / "medusa_lm_head.safetensors", tmp_path / "mlx", dtype=mx.bfloat16)
     medusa = load_medusa(out, mx.float32)
     again = load_medusa(save_medusa(medusa, tmp_path / "again"), mx.float32)
@@ -131,7 +105,7 @@ BROKEN = {
 
 @pytest.mark.parametrize("problem", list(BROKEN))
 def test_a_broken_checkpoint_is_one_line_and_writes_nothing(tmp_path, problem):
-    src = write_upstream(tmp_path / "upstream", BROKEN[problem](torch_heads(1).state_dict()))
+    src = write_medusa_upstream(tmp_path / "upstream", BROKEN[problem](torch_heads(1).state_dict()))
     with pytest.raises(DrafterLoadError, match=problem) as error:
         convert_medusa(src, tmp_path / "mlx", dtype=mx.float32, llm_config=LLM)
     assert "\n" not in str(error.value)
@@ -139,7 +113,7 @@ def test_a_broken_checkpoint_is_one_line_and_writes_nothing(tmp_path, problem):
 
 
 def test_a_wrong_vocabulary_an_existing_out_and_a_tampered_folder_are_refused(tmp_path):
-    src = write_upstream(tmp_path / "upstream", torch_heads(1).state_dict())
+    src = write_medusa_upstream(tmp_path / "upstream", torch_heads(1).state_dict())
     with pytest.raises(DrafterLoadError, match=f"vocab_size is {VOCAB} but the model's is 41"):
         convert_medusa(src, tmp_path / "mlx", dtype=mx.float32, llm_config=LLM | {"vocab_size": 41})
     assert not (tmp_path / "mlx").exists()
@@ -147,7 +121,7 @@ def test_a_wrong_vocabulary_an_existing_out_and_a_tampered_folder_are_refused(tm
     out = tmp_path / "mlx"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    with pytest.raises(FileExistsError):
+    with pytest.raises(TargetExists):
         convert_medusa(src, out, dtype=mx.float32)
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
     convert_medusa(src, out, dtype=mx.float32, force=True)
@@ -167,7 +141,7 @@ def test_beam_search_returns_the_top_paths_of_the_heads_product(top_k):
     vocab, width, length = 6, 5, 4
     medusa = random_medusa(vocab, 8, heads=3, seed=2)
     hidden = mx.random.normal((2, 8)) * 3
-    beams, scores = beam_search(medusa, None, hidden, mx.array([1, 4]), width, length, top_k=top_k)
+    beams, scores = beam_search(medusa, None, hidden, mx.array([1, 4]), width, length, draft_top_k=top_k)
     for b in range(2):
         log_probs = []
         for h in range(length - 1):
@@ -193,7 +167,8 @@ def embedded_medusa(embedded) -> Medusa:
 def test_greedy_medusa_matches_autoregressive(embedded, embedded_runs, embedded_medusa, beam_width, beam_length):
     for ids, expected, reason in embedded_runs:
         tokens, stats = collect(
-            generate_redrafter(embedded.model, embedded_medusa, ids, beam_width=beam_width, beam_length=beam_length,
+            generate_redrafter(embedded.model, embedded_medusa, ids,
+                               DraftPlan(TreeShape(beam_width, beam_length, beam_width)),
                                max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids)
         )
         assert tokens == expected and stats.finish_reason == reason
@@ -208,7 +183,7 @@ def test_sampled_medusa_has_the_llm_distribution(temperature):
     n = 1500
     mx.random.seed(1234)
     counts, accepted_drafts = sample_counts(
-        lambda: generate_redrafter(TINY, medusa, TINY_PROMPT, beam_width=2, beam_length=3, max_tokens=SEQ_LEN,
+        lambda: generate_redrafter(TINY, medusa, TINY_PROMPT, DraftPlan(TreeShape(2, 3, 2)), max_tokens=SEQ_LEN,
                                    sampler=make_sampler(temp=temperature)),
         n,
     )

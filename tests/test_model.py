@@ -12,7 +12,7 @@ from mlx.utils import tree_flatten
 from redrafter_mlx.models import llama
 from redrafter_mlx.models.llama import Model, ModelArgs
 
-from .conftest import random_model, tiny_config
+from .helpers import random_model, tiny_config
 
 # A tree of three branches sharing prefixes, written as nodes with parent indices.
 #   0 - 1 - 2

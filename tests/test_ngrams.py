@@ -9,9 +9,12 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from redrafter_mlx.drafter import Drafter, DrafterConfig, DrafterLoadError, load_drafter, save_drafter
-from redrafter_mlx.lookup import with_lookup_beam
-from redrafter_mlx.ngrams import (
+from redrafter_mlx.drafting.kinds.rnn import DrafterConfig, RecurrentDrafter
+from redrafter_mlx.drafting.kinds.rnn import load as load_drafter
+from redrafter_mlx.drafting.kinds.rnn import save as save_drafter
+from redrafter_mlx.errors import DrafterLoadError
+from redrafter_mlx.drafting.lookup import with_lookup_beam
+from redrafter_mlx.drafting.ngrams import (
     MAX_NGRAM,
     MIN_COUNTS,
     MIN_NGRAM,
@@ -117,8 +120,8 @@ def test_the_lookup_beam_falls_back_to_the_table_only_where_the_context_has_noth
     assert alone.tolist() == [[[4, 1, 1]], [[4, 8, 9]]]
 
 
-def tiny_drafter() -> Drafter:
-    return Drafter(DrafterConfig(vocab_size=10, hidden_size=8, num_draft_layers=1, exit_dim=8, rnn=True))
+def tiny_drafter() -> RecurrentDrafter:
+    return RecurrentDrafter(DrafterConfig(vocab_size=10, hidden_size=8, num_draft_layers=1, exit_dim=8, rnn=True))
 
 
 def test_the_table_travels_with_the_drafter_folder(tmp_path):

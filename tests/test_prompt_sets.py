@@ -11,8 +11,8 @@ import pytest
 
 from data import build_prompts as bp
 from data.eval_set import RESERVED_TERMS
-from redrafter_mlx import data as prompt_sets
-from redrafter_mlx.data import (
+from redrafter_mlx.formats import prompt_sets as prompt_sets
+from redrafter_mlx.formats.prompt_sets import (
     CATEGORIES, SPLITS, TRAIN_SPLITS, WRITTEN_SOURCES, follow_up_turns, load_prompts, split_file,
 )
 
@@ -56,8 +56,8 @@ def test_every_prompt_file_is_a_split():
     folder = Path(bp.__file__).parent
     assert {p.name for p in folder.glob("train*_prompts.jsonl")} == {SPLITS[s] for s in TRAIN_SPLITS}
     assert {p.name for p in folder.glob("handwritten_bulk*.jsonl")} == set(WRITTEN_SOURCES.values())
-    package = Path(prompt_sets.__file__).parent
-    assert sorted(p.name for p in package.iterdir() if p.is_file()) == ["README.md", "__init__.py", SPLITS["eval"]]
+    shipped = sorted(p.name for p in prompt_sets.PACKAGE_DATA.iterdir() if p.name.endswith(".jsonl"))
+    assert shipped == [SPLITS["eval"]]
 
 
 def test_training_splits_outside_a_checkout_are_a_clear_error(monkeypatch, tmp_path):

@@ -5,24 +5,17 @@ from __future__ import annotations
 import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm import load as mlx_lm_load
-from typer.testing import CliRunner
 
-from redrafter_mlx.cli.main import load_commands
-from redrafter_mlx.drafter import load_drafter, save_drafter
-from redrafter_mlx.loading import load
+from redrafter_mlx.drafting.kinds.rnn import load as load_drafter
+from redrafter_mlx.drafting.kinds.rnn import save as save_drafter
+from redrafter_mlx.formats.loading import load
 
-from .test_redrafter import random_drafter
-
-PROBE = mx.array([[1, 520, 33, 871, 4000, 12]])
-
-
-def run(*args):
-    return CliRunner().invoke(load_commands(), [str(a) for a in args], env={"COLUMNS": "300"})
+from .helpers import PROBE, invoke_cli, random_drafter
 
 
 def test_quantized_llm_folder_loads_in_redrafter_and_mlx_lm(tmp_path, write_tiny_folder):
     source = write_tiny_folder(tmp_path / "fp")
-    result = run("quantize", "-M", source, "--out", tmp_path / "q8", "--bits", "8", "--group-size", "32")
+    result = invoke_cli("quantize", "-M", source, "--out", tmp_path / "q8", "--bits", "8", "--group-size", "32")
     assert result.exit_code == 0, result.output
     ours = load(str(tmp_path / "q8"))
     assert isinstance(ours.model.model.layers[0].mlp.up_proj, nn.QuantizedLinear)
@@ -38,12 +31,13 @@ def test_quantized_drafter_and_refusal_to_overwrite(tmp_path, write_tiny_folder)
     source = write_tiny_folder(tmp_path / "fp")
     drafter = save_drafter(random_drafter(49152, 64, tied=True), tmp_path / "drafter")
     out = tmp_path / "q-drafter"
-    result = run("quantize", "-M", source, "-d", drafter, "--drafter-out", out, "--bits", "4", "--group-size", "32")
+    result = invoke_cli("quantize", "-M", source, "-d", drafter, "--drafter-out", out, "--bits", "4",
+                        "--group-size", "32")
     assert result.exit_code == 0, result.output
     assert load_drafter(out).config.quantization == {"group_size": 32, "bits": 4}
-    again = run("quantize", "-M", source, "-d", drafter, "--drafter-out", out)
+    again = invoke_cli("quantize", "-M", source, "-d", drafter, "--drafter-out", out)
     assert again.exit_code == 1 and "--force" in again.output
-    assert run("quantize", "-M", source, "--out", tmp_path / "x", "--bits", "3").exit_code == 1
-    twice = run("quantize", "-M", source, "-d", out, "--drafter-out", tmp_path / "q-twice")
+    assert invoke_cli("quantize", "-M", source, "--out", tmp_path / "x", "--bits", "3").exit_code == 1
+    twice = invoke_cli("quantize", "-M", source, "-d", out, "--drafter-out", tmp_path / "q-twice")
     assert twice.exit_code == 1 and twice.output.strip() == "error: the drafter is already quantized"
     assert not (tmp_path / "q-twice").exists()

@@ -2,32 +2,36 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 import mlx.core as mx
 import numpy as np
 import pytest
 from mlx_lm.sample_utils import make_sampler
 
-from redrafter_mlx import decoding
-from redrafter_mlx.cache import KVCache
-from redrafter_mlx.decoding import generate_ar, generate_redrafter
-from redrafter_mlx.drafter import Drafter, DrafterConfig
-from redrafter_mlx.loading import load_drafter_for
+from redrafter_mlx import sampling
+from redrafter_mlx.decoding import loop as decoding
+from redrafter_mlx.models.cache import KVCache
+from redrafter_mlx.decoding.loop import generate_ar, generate_redrafter
+from redrafter_mlx.drafting import TreeShape
+from redrafter_mlx.tuning import DraftPlan
+from redrafter_mlx.drafting.loading import load_drafter_for
 from redrafter_mlx.prompting import encode_prompt
-from redrafter_mlx.tree_attention import tree_layout
+from redrafter_mlx.verify.tree_attention import tree_layout
 from redrafter_mlx.tuning import AdaptiveLength
 
-from .conftest import PROMPTS, collect, count_host_reads, random_model, tiny_config
-
-
-def random_drafter(vocab: int, hidden: int, seed: int = 0, tied: bool = False) -> Drafter:
-    """Reference architecture (2 ResBlocks, exit 2 * hidden), or a cheap tied-head variant."""
-    mx.random.seed(seed)
-    shape = {"exit_dim": hidden, "head_tied": True, "num_draft_layers": 1} if tied else {"num_draft_layers": 2}
-    drafter = Drafter(DrafterConfig(vocab_size=vocab, hidden_size=hidden, rnn=True, **shape))
-    mx.eval(drafter.parameters())
-    return drafter
+from .helpers import (
+    PROMPTS,
+    SEQ_LEN,
+    TINY,
+    TINY_PROMPT,
+    TINY_VOCAB,
+    chi_square_p_value,
+    collect,
+    count_host_reads,
+    cpu_like,
+    exact_sequence_probabilities,
+    random_drafter,
+    sample_counts,
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +47,7 @@ def test_greedy_redrafter_matches_autoregressive_with_random_drafter(embedded, e
     for ids, expected, reason in embedded_runs:
         tokens, stats = collect(
             generate_redrafter(
-                embedded.model, drafter, ids, beam_width=beam_width, beam_length=beam_length,
+                embedded.model, drafter, ids, DraftPlan(TreeShape(beam_width, beam_length, beam_width)),
                 max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids,
             )
         )
@@ -63,8 +67,9 @@ def test_greedy_redrafter_matches_autoregressive_with_the_shipped_drafter(
     accepted = []
     for ids, expected, reason in embedded_runs:
         tokens, stats = collect(
-            generate_redrafter(embedded.model, drafter, ids, beam_width=beam_width, beam_length=beam_length,
-                               search_width=search_width, max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids)
+            generate_redrafter(embedded.model, drafter, ids,
+                               DraftPlan(TreeShape(beam_width, beam_length, search_width or beam_width)),
+                               max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids)
         )
         assert tokens == expected and stats.finish_reason == reason
         accepted += stats.accepted_per_step
@@ -81,7 +86,7 @@ def test_the_cache_is_compacted_only_when_the_accepted_beam_is_not_first(embedde
     drafter = load_drafter_for(embedded, None)
     steps = 0
     for ids, expected, _ in embedded_runs:
-        tokens, stats = collect(generate_redrafter(embedded.model, drafter, ids, beam_width=3, beam_length=5,
+        tokens, stats = collect(generate_redrafter(embedded.model, drafter, ids, DraftPlan(TreeShape(3, 5, 3)),
                                                    max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids))
         assert tokens == expected
         steps += stats.steps
@@ -94,18 +99,17 @@ def test_padding_trees_to_longer_verify_lengths_changes_no_token(embedded, embed
     drafter = random_drafter(49152, 576, tied=True)
     for ids, expected, reason in embedded_runs:
         tokens, stats = collect(
-            generate_redrafter(embedded.model, drafter, ids, beam_width=3, beam_length=5, max_tokens=20,
-                               eos_ids=embedded.tokenizer.eos_token_ids, verify_lengths=[16] * 14)
+            generate_redrafter(embedded.model, drafter, ids, DraftPlan(TreeShape(3, 5, 3), verify_lengths=[16] * 14),
+                               max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids)
         )
         assert tokens == expected and stats.finish_reason == reason
 
 
 def test_adaptive_beam_length_changes_no_token(embedded, embedded_runs):
     """Beam lengths that follow the acceptance still give greedy AR's output exactly."""
-    from .test_tuning import cpu_like
-
     calibration = cpu_like()
     policy = AdaptiveLength(calibration, calibration.best(beam_width=2, search_width=16))
+    plan = DraftPlan(policy.start, calibration.verify_lengths(policy.longest.max_packed), calibration, policy)
     drafted = []
     choose = policy.choose
     policy.choose = lambda: drafted.append(choose()) or drafted[-1]
@@ -113,8 +117,8 @@ def test_adaptive_beam_length_changes_no_token(embedded, embedded_runs):
     for ids, expected, reason in embedded_runs:
         first = len(drafted)
         tokens, stats = collect(
-            generate_redrafter(embedded.model, drafter, ids, max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids,
-                               verify_lengths=calibration.verify_lengths(policy.longest.max_packed), adapt=policy)
+            generate_redrafter(embedded.model, drafter, ids, plan, max_tokens=20,
+                               eos_ids=embedded.tokenizer.eos_token_ids)
         )
         assert tokens == expected and stats.finish_reason == reason
         # compression counts each step's own tree: the i-th verified tree is the i-th drafted
@@ -130,7 +134,7 @@ def oracle_draft(answer: list[int]):
     """
     calls = []
 
-    def make(drafter, embedding, shape, top_k=50, lookup=True):
+    def make(drafter, embedding, shape, draft_top_k=50, lookup=True):
         return lambda hidden, token, text, length: draft(shape.beam_width, shape.beam_length)
 
     def draft(width, length):
@@ -160,7 +164,7 @@ def test_multi_token_blocks_stop_at_eos_and_max_tokens_mid_block(
         cache = embedded.model.make_cache()
         monkeypatch.setattr(decoding, "make_draft_fn", oracle_draft(answer))
         tokens, stats = collect(
-            generate_redrafter(embedded.model, random_drafter(8, 576), ids, beam_width=3, beam_length=4,
+            generate_redrafter(embedded.model, random_drafter(8, 576), ids, DraftPlan(TreeShape(3, 4, 3)),
                                max_tokens=max_tokens, eos_ids=eos, cache=cache)
         )
         assert tokens == full
@@ -189,61 +193,13 @@ def test_at_most_one_host_read_per_step(embedded, monkeypatch):
     ids = encode_prompt(embedded.tokenizer, PROMPTS[1])
     reads = count_host_reads(monkeypatch)
     _, stats = collect(
-        generate_redrafter(embedded.model, drafter, ids, beam_width=3, beam_length=5, max_tokens=12)
+        generate_redrafter(embedded.model, drafter, ids, DraftPlan(TreeShape(3, 5, 3)), max_tokens=12)
     )
     assert stats.steps >= 5
     assert sum(reads.values()) <= stats.steps + 1, reads  # + 1: the first token after prefill
 
 
 # --- exactness of sampling on a tiny model with an enumerable output space -------------
-
-TINY_VOCAB = 5
-TINY = random_model(tiny_config(vocab_size=TINY_VOCAB, hidden_size=32, intermediate_size=64), seed=11)
-TINY_PROMPT = [1, 3, 0, 2]
-SEQ_LEN = 3
-
-
-def exact_sequence_probabilities(temperature: float) -> dict[tuple[int, ...], float]:
-    """p(y1 y2 y3 | prompt) under temperature, by enumerating every sequence."""
-    probs = {(): 1.0}
-    for _ in range(SEQ_LEN):
-        grown = {}
-        for seq, p in probs.items():
-            logits = TINY.logits(TINY(mx.array([TINY_PROMPT + list(seq)]), TINY.make_cache()))[0, -1]
-            q = np.array(mx.softmax(logits.astype(mx.float32) / temperature))
-            for token in range(TINY_VOCAB):
-                grown[seq + (token,)] = p * float(q[token])
-        probs = grown
-    return probs
-
-
-def sample_counts(generate, n: int) -> tuple[Counter, int]:
-    """Sequence counts over n runs, and how many drafted tokens were accepted in total."""
-    counts, accepted_drafts = Counter(), 0
-    for _ in range(n):
-        tokens, stats = collect(generate())
-        counts[tuple(tokens)] += 1
-        accepted_drafts += sum(stats.accepted_per_step) - len(stats.accepted_per_step)
-    return counts, accepted_drafts
-
-
-def chi_square_p_value(counts: Counter, probs: dict, n: int) -> float:
-    from scipy.stats import chisquare
-
-    cells = sorted(probs, key=probs.get, reverse=True)
-    observed, expected, rest_o, rest_e = [], [], 0, 0.0
-    for cell in cells:  # pool rare cells so every expected count is >= 5
-        if probs[cell] * n >= 5:
-            observed.append(counts[cell])
-            expected.append(probs[cell] * n)
-        else:
-            rest_o += counts[cell]
-            rest_e += probs[cell] * n
-    observed.append(rest_o)
-    expected.append(rest_e)
-    expected = np.array(expected) * n / sum(expected)  # float rounding of the enumeration
-    return chisquare(observed, expected).pvalue
-
 
 @pytest.mark.slow
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
@@ -253,7 +209,7 @@ def test_sampled_redrafter_has_the_llm_distribution(temperature):
     n = 1500
     mx.random.seed(1234)
     counts, accepted_drafts = sample_counts(
-        lambda: generate_redrafter(TINY, drafter, TINY_PROMPT, beam_width=2, beam_length=3, max_tokens=SEQ_LEN,
+        lambda: generate_redrafter(TINY, drafter, TINY_PROMPT, DraftPlan(TreeShape(2, 3, 2)), max_tokens=SEQ_LEN,
                                    sampler=make_sampler(temp=temperature)),
         n,
     )
@@ -268,12 +224,12 @@ def test_sampled_redrafter_has_the_llm_distribution(temperature):
 def test_greedy_reads_raw_logits_and_samplers_read_log_probs():
     """Greedy skips the vocabulary-wide log-softmax (same argmax); samplers get log-probs."""
     logits = mx.array([[3.0, -1.0, 7.5, 0.25], [0.0, 2.0, 1.0, -4.0]])
-    assert decoding.make_greedy_or_sampler() is decoding.greedy
-    assert decoding.sampler_scores(decoding.greedy, logits) is logits
-    sampler = decoding.make_greedy_or_sampler(temp=0.7)
-    log_probs = np.array(decoding.sampler_scores(sampler, logits))
+    assert sampling.make_greedy_or_sampler() is sampling.greedy
+    assert sampling.sampler_scores(sampling.greedy, logits) is logits
+    sampler = sampling.make_greedy_or_sampler(temp=0.7)
+    log_probs = np.array(sampling.sampler_scores(sampler, logits))
     np.testing.assert_allclose(np.exp(log_probs).sum(axis=-1), 1.0, rtol=1e-6)
-    np.testing.assert_array_equal(np.array(decoding.greedy(logits)), log_probs.argmax(axis=-1))
+    np.testing.assert_array_equal(np.array(sampling.greedy(logits)), log_probs.argmax(axis=-1))
 
 
 @pytest.mark.slow
@@ -285,8 +241,9 @@ def test_lookup_accepts_what_the_answer_repeats_and_changes_no_token(embedded):
     expected, _ = collect(generate_ar(embedded.model, ids, max_tokens=30, eos_ids=eos))
     per_step = {}
     for lookup in (False, True):
-        tokens, stats = collect(generate_redrafter(embedded.model, drafter, ids, beam_width=3, beam_length=5,
-                                                   lookup=lookup, max_tokens=30, eos_ids=eos))
+        tokens, stats = collect(generate_redrafter(embedded.model, drafter, ids,
+                                                   DraftPlan(TreeShape(3, 5, 3), lookup=lookup),
+                                                   max_tokens=30, eos_ids=eos))
         assert tokens == expected
         per_step[lookup] = stats.tokens_per_step
     assert per_step[False] < 1.2 and per_step[True] > 2.0, per_step

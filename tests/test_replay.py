@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from redrafter_mlx.distill import generate_with_hidden
-from redrafter_mlx.ngrams import build_ngram_table
-from redrafter_mlx.replay import accepted_lengths, replay
+from redrafter_mlx.training.distill import generate_with_hidden
+from redrafter_mlx.drafting.ngrams import build_ngram_table
+from redrafter_mlx.training.replay import accepted_lengths, replay
 from redrafter_mlx.training import TrainConfig, train_drafter
 from redrafter_mlx.training.evaluation import decode_eval
 
-from .conftest import llm_hidden_states, random_model, tiny_config
+from .helpers import llm_hidden_states, random_model, tiny_config
 
 
 def test_accepted_lengths_is_the_longest_matching_prefix_of_any_beam():

@@ -23,13 +23,11 @@ from redrafter_mlx.profiling.load_test import free_port
 from redrafter_mlx.api import Pipeline, generate
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.errors import InputError
-from redrafter_mlx.loading import load_drafter_for
+from redrafter_mlx.drafting.loading import load_drafter_for
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.serve.app import StopMatcher, serve_pipeline
 
-from .test_batch import MORE_PROMPTS
-from .test_cli import REDRAFTER, assert_one_line_error
-from .test_eagle import random_eagle
+from .helpers import MORE_PROMPTS, REDRAFTER, assert_one_line_error, random_eagle
 
 SHAPE = TreeShape(3, 4, 8)
 MODEL = "smollm2-135m"
@@ -129,12 +127,24 @@ def test_stop_matcher_holds_back_a_possible_start():
     assert other.feed("EN") == ("", False) and other.feed("Z") == ("ENZ", False)
 
 
-def test_sampled_requests_with_a_seed_repeat(url):
+def test_sampled_requests_follow_their_seed_and_temperature(pipeline, url):
+    """A seed repeats its answer and another seed draws another one; temperature 0 gives the
+    greedy answer and temperature 1 something else (32 tokens at temperature 1: a server that
+    ignored the seed or the temperature would fail one of these)."""
     client = OpenAI(base_url=f"{url}/v1", api_key="unused")
-    answers = [client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Tell a joke."}],
-                                              max_tokens=16, temperature=1.0, seed=s).choices[0].message.content
-               for s in (5, 5, 6)]
-    assert answers[0] == answers[1]
+    prompt, length = "Tell a joke.", 32
+
+    def answer(temperature: float, seed: int) -> str:
+        reply = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": prompt}],
+                                               max_tokens=length, temperature=temperature, seed=seed)
+        return reply.choices[0].message.content
+
+    five, again, six = answer(1.0, 5), answer(1.0, 5), answer(1.0, 6)
+    greedy = answer(0.0, 5)
+    assert five == again
+    assert five != six
+    assert greedy == expected(pipeline, prompt, length)
+    assert greedy not in (five, six)
 
 
 BAD = [
@@ -249,7 +259,7 @@ def test_the_cli_serves_and_drains_on_sigterm():
 
 
 def test_the_cli_refuses_a_stateful_drafter_in_one_line(tmp_path):
-    from redrafter_mlx.drafting.eagle import save_eagle
+    from redrafter_mlx.drafting.kinds.eagle import save as save_eagle
 
     folder = tmp_path / "eagle"
     save_eagle(random_eagle(49152, 576, 9, 3), folder)

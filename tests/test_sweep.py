@@ -6,16 +6,10 @@ import csv
 import json
 
 import matplotlib.image as mpimg
-from typer.testing import CliRunner
 
-from redrafter_mlx.cli.main import load_commands
-from redrafter_mlx.drafter import save_drafter
+from redrafter_mlx.drafting.kinds.rnn import save as save_drafter
 
-from .test_redrafter import random_drafter
-
-
-def run(*args):
-    return CliRunner().invoke(load_commands(), [str(a) for a in args], env={"COLUMNS": "300"})
+from .helpers import invoke_cli, random_drafter
 
 
 def rows(path):
@@ -30,7 +24,7 @@ def test_sweep_writes_grid_csv_and_heatmaps_and_resumes(tmp_path, write_tiny_fol
     prompts.write_text(json.dumps({"prompt": "Tell me a story."}) + "\n")
     out = tmp_path / "sweep"
     common = ["sweep", "-M", model, "-d", drafter, "--prompts-file", prompts, "-m", "6", "--out", out]
-    result = run(*common, "--beam-widths", "1,2", "--beam-lengths", "2,3")
+    result = invoke_cli(*common, "--beam-widths", "1,2", "--beam-lengths", "2,3")
     assert result.exit_code == 0, result.output
     first = rows(out / "sweep.csv")
     assert {(int(r["beam_width"]), int(r["beam_length"])) for r in first} == {(1, 2), (1, 3), (2, 2), (2, 3)}
@@ -38,9 +32,9 @@ def test_sweep_writes_grid_csv_and_heatmaps_and_resumes(tmp_path, write_tiny_fol
     for name in ("speedup.png", "tokens_per_s.png", "tokens_per_step.png"):
         image = mpimg.imread(out / name)
         assert image.ndim == 3 and image.shape[0] > 200 and image.shape[1] > 300
-    resumed = run(*common, "--beam-widths", "1,2,3", "--beam-lengths", "2,3")
+    resumed = invoke_cli(*common, "--beam-widths", "1,2,3", "--beam-lengths", "2,3")
     assert resumed.exit_code == 0, resumed.output
     second = rows(out / "sweep.csv")
     assert second[:4] == first  # finished cells were kept, not re-measured
     assert {(int(r["beam_width"]), int(r["beam_length"])) for r in second[4:]} == {(3, 2), (3, 3)}
-    assert run(*common, "--beam-widths", "0,1").exit_code == 2
+    assert invoke_cli(*common, "--beam-widths", "0,1").exit_code == 2

@@ -5,41 +5,15 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from pathlib import Path
 
-import numpy as np
 import pytest
-from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from redrafter_mlx.convert import read_llm_tokenizer
+from redrafter_mlx.formats.target_llm import read_llm_tokenizer
 from redrafter_mlx.errors import InputError
-from redrafter_mlx.token_ranking import DEFAULT_CORPUS, top_tokens
+from redrafter_mlx.formats.token_ranking import DEFAULT_CORPUS, top_tokens
 
-SPECIALS = ("<unk>", "<s>", "</s>")  # ids 0, 1, 2; the words "w3" ... are ids 3 ...
-
-
-def write_word_tokenizer(folder: Path, vocab_size: int) -> Path:
-    """A Hugging Face tokenizer folder whose vocabulary is SPECIALS then one word per id."""
-    words = {token: i for i, token in enumerate(SPECIALS)} | {f"w{i}": i for i in range(len(SPECIALS), vocab_size)}
-    backend = Tokenizer(models.WordLevel(words, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
-    tokenizer.save_pretrained(str(folder))
-    return folder
-
-
-def word_corpus(vocab_size: int, seed: int = 0) -> tuple[str, list[int]]:
-    """Text in which word id i occurs counts[i] times (0-5: many ties, some never), shuffled,
-    and the ranking those counts imply: specials, then by count, ties by id."""
-    rng = np.random.default_rng(seed)
-    words = list(range(len(SPECIALS), vocab_size))
-    counts = dict(zip(words, rng.integers(0, 6, len(words)).tolist()))
-    text = [f"w{i}" for i in words for _ in range(counts[i])]
-    rng.shuffle(text)
-    lines = "\n".join(" ".join(text[k : k + 7]) for k in range(0, len(text), 7))
-    return lines + "\n", [0, 1, 2] + sorted(words, key=lambda i: (-counts[i], i))
-
+from .helpers import word_corpus, write_word_tokenizer
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory) -> PreTrainedTokenizerFast:

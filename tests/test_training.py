@@ -7,7 +7,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
@@ -15,39 +14,27 @@ import pytest
 from mlx import nn
 from mlx.utils import tree_flatten
 
-from redrafter_mlx.beam_search import beam_search
-from redrafter_mlx.distill import DistillRecord, HiddenStore, distill, read_distill_file
-from redrafter_mlx.distill_workers import distill_in_workers
-from redrafter_mlx.drafter import load_drafter
-from redrafter_mlx.training import TrainConfig, checkpoint, prefill_hidden, train_drafter
+from redrafter_mlx.drafting.beam_search import beam_search
+from redrafter_mlx.training.distill import DistillRecord, HiddenStore, distill, read_distill_file
+from redrafter_mlx.training.distill_workers import distill_in_workers
+from redrafter_mlx.drafting.kinds.rnn import load as load_drafter
+from redrafter_mlx.training import TrainConfig, prefill_hidden, train_drafter
 from redrafter_mlx.training.dataset import later_states, select_token_subset, windows
 from redrafter_mlx.training.evaluation import accuracy
 from redrafter_mlx.training.loss import drafter_loss, head_index_map, teacher_head, unrolled_logits
 from redrafter_mlx.training.schedule import learning_rate_schedule
 from redrafter_mlx.training.start import make_drafter
 
-from .conftest import llm_hidden_states, random_model, tiny_config
-
-VOCAB = 64
-
-
-def tiny(seed: int = 0):
-    config = tiny_config(vocab_size=VOCAB)
-    return random_model(config, seed), config
-
-
-def pattern_records(n: int, length: int = 24, seed: int = 0) -> list[DistillRecord]:
-    """Responses y_{k+1} = y_k + step (mod V), step in {1, 2} per sequence: predictable from
-    the context, unlike random tokens."""
-    rng = np.random.default_rng(seed)
-    records = []
-    for i in range(n):
-        start, step = int(rng.integers(VOCAB)), int(rng.choice([1, 2]))
-        prompt = [int(x) for x in rng.integers(0, VOCAB, 4)]
-        response = [(start + step * k) % VOCAB for k in range(length)]
-        records.append(DistillRecord(f"r{i}", prompt, response, 0.0, "length"))
-    return records
-
+from .helpers import (
+    TRAINING_VOCAB,
+    assert_resume_matches,
+    llm_hidden_states,
+    pattern_records,
+    random_model,
+    tiny_config,
+    train_config,
+    training_llm,
+)
 
 def test_windows_match_inference_semantics():
     r = DistillRecord("a", [10, 11, 12], [20, 21, 22, 23], 0.0, "stop")
@@ -59,23 +46,16 @@ def test_windows_match_inference_semantics():
 
 def test_token_subset_most_frequent_first():
     recs = [DistillRecord("a", [1], [5, 5, 5, 7, 7, 3], 0.0, "stop")]
-    assert select_token_subset(recs, 3, VOCAB).tolist() == [5, 7, 3]
-    assert select_token_subset(recs, 5, VOCAB).tolist() == [5, 7, 3, 0, 1]
-
-
-def _cfg(**kw) -> TrainConfig:
-    base = {"exit_dim": 64, "num_draft_layers": 1, "rnn": True, "head_tied": False, "token_subset_size": None,
-            "predict": 3, "lr": 3e-3, "warmup_steps": 5, "batch_positions": 256, "steps": 150,
-            "eval_every": 1000, "checkpoint_every": 1000, "eval_prompts": 0, "save_dtype": "float32"}
-    return TrainConfig(**(base | kw))
+    assert select_token_subset(recs, 3, TRAINING_VOCAB).tolist() == [5, 7, 3]
+    assert select_token_subset(recs, 5, TRAINING_VOCAB).tolist() == [5, 7, 3, 0, 1]
 
 
 def test_loss_falls_and_accuracy_beats_random(tmp_path):
-    model, config = tiny()
+    model, config = training_llm()
     train_recs, held_recs = pattern_records(40, seed=0), pattern_records(8, seed=1)
     train = llm_hidden_states(model, train_recs, 3)
     held = llm_hidden_states(model, held_recs, 3)
-    cfg = _cfg()
+    cfg = train_config()
     baseline = accuracy(make_drafter(cfg, config, None, seed=7), model.embedding, *held, 3)
     result = train_drafter(model, config, train, held, tmp_path, cfg)
     losses = json.loads((tmp_path / "checkpoint" / "train_state.json").read_text())["losses"]
@@ -89,12 +69,12 @@ def test_loss_falls_and_accuracy_beats_random(tmp_path):
 def test_memorised_sequence_is_beam_searched_from_the_right_state(tmp_path):
     """Training targets = inference semantics: after memorising one sequence, beam search
     from h_t and the guaranteed token y_{t+1} drafts exactly y_{t+2..t+T+1}."""
-    model, config = tiny(seed=3)
+    model, config = training_llm(seed=3)
     rng = np.random.default_rng(5)
-    seq = rng.permutation(VOCAB)[:28].tolist()
+    seq = rng.permutation(TRAINING_VOCAB)[:28].tolist()
     rec = DistillRecord("m", seq[:4], seq[4:], 0.0, "length")
     data = llm_hidden_states(model, [rec], 4)
-    cfg = _cfg(predict=4, steps=250, lr=1e-2, batch_positions=len(data[0]), num_draft_layers=2)
+    cfg = train_config(predict=4, steps=250, lr=1e-2, batch_positions=len(data[0]), num_draft_layers=2)
     result = train_drafter(model, config, data, data, tmp_path, cfg)
     drafter = result.drafter
     hidden = model(mx.array([seq]))[0]
@@ -104,11 +84,11 @@ def test_memorised_sequence_is_beam_searched_from_the_right_state(tmp_path):
 
 
 def test_trimmed_tied_drafter_trains_and_round_trips(tmp_path):
-    model, config = tiny()
+    model, config = training_llm()
     recs = pattern_records(30)
     data = llm_hidden_states(model, recs, 2)
-    ids = select_token_subset(recs, 48, VOCAB)
-    cfg = _cfg(predict=2, head_tied=True, token_subset_size=48, steps=40, save_dtype="float16")
+    ids = select_token_subset(recs, 48, TRAINING_VOCAB)
+    cfg = train_config(predict=2, head_tied=True, token_subset_size=48, steps=40, save_dtype="float16")
     out = tmp_path / "drafter"
     result = train_drafter(model, config, data, data, tmp_path, cfg, token_ids=ids, out_dir=out)
     loaded = load_drafter(out)
@@ -126,26 +106,10 @@ def test_trimmed_tied_drafter_trains_and_round_trips(tmp_path):
 def test_resume_continues_exactly(tmp_path, monkeypatch):
     """Interrupted right after its step-4 checkpoint and resumed, a run ends with the same
     weights as an uninterrupted one (same data stream, optimizer state and schedule)."""
-    model, config = tiny()
+    model, config = training_llm()
     data = llm_hidden_states(model, pattern_records(20), 3)
-    assert_resume_matches(monkeypatch, model, config, data, tmp_path, _cfg(steps=8, batch_positions=64, checkpoint_every=4))
-
-
-def assert_resume_matches(monkeypatch, model, config, data, tmp_path, cfg) -> Path:
-    """Train `cfg` (8 steps, a checkpoint every 4) straight through in tmp_path/a, and in
-    tmp_path/b interrupted after its step-4 checkpoint, then resumed: the resumed run must end
-    with the same weights. Returns the interrupted run's checkpoint folder."""
-    straight = dict(tree_flatten(train_drafter(model, config, data, data, tmp_path / "a", cfg).drafter.parameters()))
-    _interrupted(monkeypatch, model, config, data, tmp_path / "b", cfg, stop_after=4)
-    folder = tmp_path / "b" / "checkpoint"
-    assert json.loads((folder / "train_state.json").read_text())["step"] == 4
-    resumed = train_drafter(model, config, data, data, tmp_path / "b", cfg, resume=True)
-    assert resumed.steps == 8
-    again = dict(tree_flatten(resumed.drafter.parameters()))
-    assert again.keys() == straight.keys()
-    for k, v in again.items():
-        np.testing.assert_allclose(np.array(v), np.array(straight[k]), atol=1e-5, err_msg=k)
-    return folder
+    cfg = train_config(steps=8, batch_positions=64, checkpoint_every=4)
+    assert_resume_matches(monkeypatch, model, config, data, tmp_path, cfg)
 
 
 @pytest.mark.parametrize("total, warmup", [(1000, 50), (40, 50), (3, 50), (200, 0)])
@@ -171,8 +135,8 @@ def test_cli_defaults_train_the_shipped_drafters_architecture(embedded):
 
     from redrafter_mlx.cli.main import load_commands
     from redrafter_mlx.cli.train import train_config
-    from redrafter_mlx.drafter import CONFIG_FILE
-    from redrafter_mlx.loading import DEFAULT_MODEL, SHIPPED_DRAFTERS
+    from redrafter_mlx.formats.checkpoint import CONFIG_FILE
+    from redrafter_mlx.formats.loading import DEFAULT_MODEL, SHIPPED_DRAFTERS
 
     command = typer.main.get_command(load_commands()).commands["train"]
     options = command.make_context("train", ["--out", "unused"]).params
@@ -188,7 +152,7 @@ def test_cli_train_without_training_prompts_asks_for_a_prompts_file(tmp_path, mo
     and says so in one line before it loads or writes anything."""
     from typer.testing import CliRunner
 
-    from redrafter_mlx import data
+    from redrafter_mlx.formats import prompt_sets as data
     from redrafter_mlx.cli.main import load_commands
 
     monkeypatch.setattr(data, "CHECKOUT_DATA", tmp_path / "no-checkout")
@@ -203,36 +167,21 @@ def test_cli_train_without_training_prompts_asks_for_a_prompts_file(tmp_path, mo
 def test_resume_compares_best_only_on_the_same_heldout_set(tmp_path):
     """The drafter kept as best must have beaten scores measured on the same held-out set:
     resuming on other held-out data starts the best-so-far record over."""
-    model, config = tiny()
+    model, config = training_llm()
     data = llm_hidden_states(model, pattern_records(20), 3)
     other = llm_hidden_states(model, pattern_records(8, seed=1), 3)
     for name, heldout, kept in [("same", data, True), ("other", other, False)]:
         work = tmp_path / name
-        train_drafter(model, config, data, data, work, _cfg(steps=2, batch_positions=64, eval_every=2))
+        train_drafter(model, config, data, data, work, train_config(steps=2, batch_positions=64, eval_every=2))
         state_file = work / "checkpoint" / "train_state.json"
         state = json.loads(state_file.read_text())
         state["best"] = {"step": 0, "top1": [2.0]}  # unbeatable: accuracy is at most 1
         state_file.write_text(json.dumps(state))
-        cfg = _cfg(steps=4, batch_positions=64, eval_every=2)
+        cfg = train_config(steps=4, batch_positions=64, eval_every=2)
         train_drafter(model, config, data, heldout, work, cfg, resume=True, out_dir=tmp_path / f"{name}-out")
         best = json.loads(state_file.read_text())["best"]
         assert (best["step"] == 0) is kept, (name, best)
         assert (tmp_path / f"{name}-out").exists() is not kept
-
-
-def _interrupted(monkeypatch, model, config, data, work, cfg, stop_after: int) -> None:
-    """Run `cfg` but raise KeyboardInterrupt right after the checkpoint at `stop_after`."""
-    original = checkpoint.save
-
-    def save_then_stop(folder, drafter, opt, state):
-        original(folder, drafter, opt, state)
-        if state["step"] >= stop_after:
-            raise KeyboardInterrupt
-
-    with monkeypatch.context() as patch:
-        patch.setattr(checkpoint, "save", save_then_stop)
-        with pytest.raises(KeyboardInterrupt):
-            train_drafter(model, config, data, data, work, cfg)
 
 
 class CharTokenizer:
@@ -243,11 +192,11 @@ class CharTokenizer:
     eos_token_id = 2
 
     def encode(self, text: str) -> list[int]:
-        return [3 + ord(c) % (VOCAB - 3) for c in text]
+        return [3 + ord(c) % (TRAINING_VOCAB - 3) for c in text]
 
 
 def test_distill_resumes_without_duplicates(tmp_path):
-    model, _ = tiny()
+    model, _ = training_llm()
     prompts = [{"id": f"p{i}", "prompt": f"prompt number {i} " * (1 + i % 3)} for i in range(7)]
     out = tmp_path / "distill.jsonl"
     first = distill(model, CharTokenizer(), prompts, out, max_new_tokens=12, batch_size=4,
@@ -304,8 +253,8 @@ def test_hidden_store_two_writers(tmp_path):
 def test_distill_workers_agree_with_one_process_and_resume(tmp_path, write_tiny_folder):
     """Two worker processes give the answers one process gives; a killed run's part file is
     merged and its prompts are skipped; every new answer's hidden states are stored."""
-    from redrafter_mlx.distill_workers import WorkerFailed, distill_in_workers, part_files
-    from redrafter_mlx.loading import load
+    from redrafter_mlx.training.distill_workers import WorkerFailed, distill_in_workers, part_files
+    from redrafter_mlx.formats.loading import load
 
     folder = write_tiny_folder(tmp_path / "model")
     loaded = load(str(folder), mx.float32)
@@ -335,7 +284,7 @@ def test_distill_workers_agree_with_one_process_and_resume(tmp_path, write_tiny_
 
 def test_cli_train_distils_trains_and_guards_out(tmp_path, write_tiny_folder):
     from redrafter_mlx.cli.main import load_commands
-    from redrafter_mlx.loading import load
+    from redrafter_mlx.formats.loading import load
     from redrafter_mlx.prompting import encode_prompt
     from typer.testing import CliRunner
 
@@ -378,14 +327,15 @@ def test_cli_train_distils_trains_and_guards_out(tmp_path, write_tiny_folder):
     missing = CliRunner().invoke(app, tune + ["--init-from", str(tmp_path / "nowhere")])
     assert missing.exit_code == 2 and "nowhere: not a drafter folder" in missing.output and not tuned.exists()
     extend = CliRunner().invoke(app, [a for a in tune if a != "--skip-distill"])
-    assert extend.exit_code == 2 and "read-only" in extend.output and len(extend.output.strip().splitlines()) == 1
+    assert extend.exit_code == 2 and "read-only" in extend.output and "--skip-distill" in extend.output
+    assert len(extend.output.strip().splitlines()) == 1
     assert not tuned.exists()
     assert CliRunner().invoke(app, tune + ["--init-from", str(out)]).exit_code == 0
     assert load_drafter(tuned).config == loaded.config  # not the defaults' exit 576 and 2 layers
 
 
 def test_distill_sampler_is_greedy_on_temperature_zero_rows():
-    from redrafter_mlx.distill import _sample
+    from redrafter_mlx.training.distill import _sample
 
     logits = mx.random.normal((4, 50)) * 3
     argmax = mx.argmax(logits, axis=-1).tolist()
@@ -401,13 +351,13 @@ def test_soft_loss_is_cross_entropy_against_the_llm_at_the_right_positions(tied)
     """With soft weight 1 the loss is, per depth j, the mean over positions t of
     -sum_k p_LLM(k | y_{<=t+j}) log q_j(k), p restricted to the head's tokens; here p comes
     from an independent full-sequence forward and `model.logits`, q from the drafter."""
-    config = tiny_config(vocab_size=VOCAB, tie_word_embeddings=tied)
+    config = tiny_config(vocab_size=TRAINING_VOCAB, tie_word_embeddings=tied)
     model = random_model(config, seed=4)
     recs = pattern_records(3, length=10, seed=2)
     predict = 3
     hidden, win = llm_hidden_states(model, recs, predict)
-    ids = select_token_subset(recs, 40, VOCAB)
-    drafter = make_drafter(_cfg(token_subset_size=40, predict=predict), config, ids, seed=1)
+    ids = select_token_subset(recs, 40, TRAINING_VOCAB)
+    drafter = make_drafter(train_config(token_subset_size=40, predict=predict), config, ids, seed=1)
     drafter.lm_head[1].weight = mx.random.normal(drafter.lm_head[1].weight.shape)  # non-uniform q
     rows = np.arange(len(hidden))
     teacher = (mx.array(later_states(hidden, rows, predict)), teacher_head(model, config["hidden_size"], ids))
@@ -435,7 +385,7 @@ def test_soft_loss_is_cross_entropy_against_the_llm_at_the_right_positions(tied)
 def test_soft_targets_teach_the_llm_distribution(tmp_path):
     """On text the LLM did not write, hard labels teach the text and soft targets teach
     the LLM: only the soft-trained drafter ends up close to p_LLM (held-out KL)."""
-    model, config = tiny(seed=5)
+    model, config = training_llm(seed=5)
     train, held = llm_hidden_states(model, pattern_records(40), 3), llm_hidden_states(model, pattern_records(8, seed=1), 3)
     rows = teacher_head(model, config["hidden_size"], None)
 
@@ -450,9 +400,9 @@ def test_soft_targets_teach_the_llm_distribution(tmp_path):
             total.append(np.array(kl)[present[:, j]].mean())
         return float(np.mean(total))
 
-    start = kl_to_llm(make_drafter(_cfg(), config, None))
-    soft = kl_to_llm(train_drafter(model, config, train, held, tmp_path / "s", _cfg(soft_targets=1.0)).drafter)
-    hard = kl_to_llm(train_drafter(model, config, train, held, tmp_path / "h", _cfg()).drafter)
+    start = kl_to_llm(make_drafter(train_config(), config, None))
+    soft = kl_to_llm(train_drafter(model, config, train, held, tmp_path / "s", train_config(soft_targets=1.0)).drafter)
+    hard = kl_to_llm(train_drafter(model, config, train, held, tmp_path / "h", train_config()).drafter)
     assert soft < 0.3 * start, (soft, start)
     assert soft < 0.3 * hard, (soft, hard)
 
@@ -460,20 +410,21 @@ def test_soft_targets_teach_the_llm_distribution(tmp_path):
 def test_init_from_starts_at_a_drafter_and_checks_it_fits(tmp_path):
     """A run started from a drafter folder begins at its weights, architecture and token
     subset (with lr 0 it ends there), whatever the config and data subset say."""
-    model, config = tiny()
+    model, config = training_llm()
     recs = pattern_records(20)
     data = llm_hidden_states(model, recs, 2)
-    first = train_drafter(model, config, data, data, tmp_path / "a", _cfg(predict=2, steps=20, token_subset_size=48),
-                          token_ids=select_token_subset(recs, 48, VOCAB), out_dir=tmp_path / "first")
-    again = train_drafter(model, config, data, data, tmp_path / "b", _cfg(predict=2, steps=3, lr=0.0, exit_dim=32),
-                          init_from=tmp_path / "first")
+    first = train_drafter(model, config, data, data, tmp_path / "a",
+                          train_config(predict=2, steps=20, token_subset_size=48),
+                          token_ids=select_token_subset(recs, 48, TRAINING_VOCAB), out_dir=tmp_path / "first")
+    again = train_drafter(model, config, data, data, tmp_path / "b",
+                          train_config(predict=2, steps=3, lr=0.0, exit_dim=32), init_from=tmp_path / "first")
     assert again.drafter.config == load_drafter(tmp_path / "first").config
     before = dict(tree_flatten(load_drafter(tmp_path / "first").parameters()))
     for k, v in tree_flatten(again.drafter.parameters()):
         np.testing.assert_array_equal(np.array(v), np.array(before[k]), err_msg=k)
     assert first.best is not None and again.history[-1]["top1"] == pytest.approx(accuracy(
         load_drafter(tmp_path / "first"), model.embedding, *data, 2)["top1"])
-    other = tiny_config(vocab_size=VOCAB, hidden_size=32)
+    other = tiny_config(vocab_size=TRAINING_VOCAB, hidden_size=32)
     with pytest.raises(ValueError, match="hidden size 64 .* the LLM has 32"):
-        train_drafter(random_model(other), other, data, data, tmp_path / "c", _cfg(predict=2, steps=1),
+        train_drafter(random_model(other), other, data, data, tmp_path / "c", train_config(predict=2, steps=1),
                       init_from=tmp_path / "first")

@@ -14,25 +14,37 @@ import pytest
 from mlx.utils import tree_flatten
 from scipy.special import logsumexp
 
-from redrafter_mlx.decoding import generate_ar, generate_redrafter
-from redrafter_mlx.distill import DistillRecord
-from redrafter_mlx.drafting.eagle import Eagle
-from redrafter_mlx.drafting.kinds import load_drafter_folder
+from redrafter_mlx.decoding.loop import generate_ar, generate_redrafter
+from redrafter_mlx.drafting import TreeShape
+from redrafter_mlx.tuning import DraftPlan
+from redrafter_mlx.training.distill import DistillRecord
+from redrafter_mlx.drafting.kinds.eagle import Eagle
+from redrafter_mlx.drafting.registry import load_drafter_folder
 from redrafter_mlx.errors import InputError
 from redrafter_mlx.training import train_drafter
 from redrafter_mlx.training.eagle import eagle_loss, eagle_outputs, record_spans, sequence_batch, training_batch
 from redrafter_mlx.training.start import make_drafter
 
-from .conftest import collect, llm_hidden_states
-from .test_training import VOCAB, _cfg, assert_resume_matches, pattern_records, tiny
-from .test_training_kinds import assert_refused, greedy_records, randomised, train_cli
+from .helpers import (
+    TRAINING_VOCAB,
+    assert_refused,
+    assert_resume_matches,
+    collect,
+    greedy_records,
+    llm_hidden_states,
+    pattern_records,
+    randomised,
+    torch_eagle,
+    train_cli,
+    train_config,
+    training_llm,
+)
 
 torch = pytest.importorskip("torch")
-from .test_eagle import torch_eagle  # noqa: E402  (needs torch)
 
 
 def eagle_cfg(**kw):
-    return _cfg(**({"kind": "eagle", "predict": 1, "eagle_seq": 24, "batch_positions": 96, "lr": 3e-3} | kw))
+    return train_config(**({"kind": "eagle", "predict": 1, "eagle_seq": 24, "batch_positions": 96, "lr": 3e-3} | kw))
 
 
 def perturbed(eagle: Eagle, scale: float = 0.05) -> Eagle:
@@ -79,11 +91,11 @@ def reference_loss(eagle: Eagle, model, records: list[DistillRecord], shift: int
 def test_loss_is_smooth_l1_plus_cross_entropy_on_the_next_pair(lengths, soft, weights):
     """The batch of two answers (right-padded, the last pair of each without a target) gives
     the restated objective; the off-by-one pairing (feature t with token t+2) does not."""
-    model, config = tiny()
+    model, config = training_llm()
     eagle = perturbed(make_drafter(eagle_cfg(), config, None, model=model))
     rng = np.random.default_rng(3)
-    records = [DistillRecord(f"r{i}", [int(x) for x in rng.integers(0, VOCAB, 4)],
-                             [int(x) for x in rng.permutation(VOCAB)[:n]], 0.0, "length")
+    records = [DistillRecord(f"r{i}", [int(x) for x in rng.integers(0, TRAINING_VOCAB, 4)],
+                             [int(x) for x in rng.permutation(TRAINING_VOCAB)[:n]], 0.0, "length")
                for i, n in enumerate(lengths)]
     data = llm_hidden_states(model, records, 1)
     spans = np.array([[0, lengths[0]], [lengths[0], sum(lengths)]])
@@ -105,7 +117,7 @@ def test_batches_crop_long_answers_and_noise_the_inputs_only():
     """Answers longer than eagle_seq are cut at a random start (the crop's last pair keeps its
     target when the answer goes on); the input features get U(-w/2, w/2), the targets none;
     the same micro-batch number gives the same batch (resume)."""
-    model, config = tiny()
+    model, config = training_llm()
     data = llm_hidden_states(model, pattern_records(6, length=20), 1)
     spans = record_spans(data[1])
     cfg = eagle_cfg(eagle_seq=8, eagle_noise=0.5)
@@ -131,7 +143,7 @@ def test_eagle_learns_and_its_folder_loads_exact_and_accepting(tmp_path):
     the folder loads as an `Eagle` (embedding = the LLM's, frozen; `stage_prompt: false`),
     greedy decoding with it gives the LLM's own answers, and it accepts more drafts per step
     on those answers' prompts than the untrained EAGLE."""
-    model, config = tiny()
+    model, config = training_llm()
     train_recs, held_recs = greedy_records(model, 40, seed=0), greedy_records(model, 8, seed=1)
     train, held = llm_hidden_states(model, train_recs, 1), llm_hidden_states(model, held_recs, 1)
     cfg = eagle_cfg(steps=40, eval_every=40, save_dtype="float16")
@@ -154,8 +166,8 @@ def test_eagle_learns_and_its_folder_loads_exact_and_accepting(tmp_path):
     def tokens_per_step(drafter) -> float:
         accepted = []
         for r in train_recs[:10]:
-            tokens, stats = collect(generate_redrafter(model, drafter, r.prompt_ids, beam_width=3, beam_length=4,
-                                                       max_tokens=24, lookup=False))
+            tokens, stats = collect(generate_redrafter(model, drafter, r.prompt_ids,
+                                                       DraftPlan(TreeShape(3, 4, 3), lookup=False), max_tokens=24))
             assert tokens == r.response_ids == collect(generate_ar(model, r.prompt_ids, max_tokens=24))[0]
             accepted += stats.accepted_per_step
         return float(np.mean(accepted))
@@ -171,7 +183,7 @@ def test_session_without_the_prompt_starts_as_training_sequences_do(tmp_path):
     """`stage_prompt: false`: the first draft comes from EAGLE reading the single pair
     (first answer token, last prompt feature) at position 0, the first position of a training
     sequence; with it true, the prompt's pairs come first (upstream)."""
-    model, config = tiny()
+    model, config = training_llm()
     eagle = randomised(make_drafter(eagle_cfg(), config, None, model=model))
     prompt, first = [5, 9, 11, 3], 17
     hidden = model(mx.array([prompt]))[0]
@@ -188,13 +200,13 @@ def test_eagle_resumes_from_its_checkpoint_exactly(tmp_path, monkeypatch):
     """Interrupted after its step-4 checkpoint and resumed, a run ends with the weights of an
     uninterrupted one (same crops, same noise); the checkpoint holds an EAGLE folder; another
     kind cannot resume it."""
-    model, config = tiny()
+    model, config = training_llm()
     data = llm_hidden_states(model, pattern_records(20, length=30), 1)
     cfg = eagle_cfg(steps=8, checkpoint_every=4, eagle_seq=16, batch_positions=64)
     folder = assert_resume_matches(monkeypatch, model, config, data, tmp_path, cfg)
     assert type(load_drafter_folder(folder, mx.float32)) is Eagle
     with pytest.raises(InputError, match="holds a eagle drafter; the run trains kind medusa"):
-        train_drafter(model, config, data, data, tmp_path / "b", _cfg(kind="medusa", steps=10), resume=True)
+        train_drafter(model, config, data, data, tmp_path / "b", train_config(kind="medusa", steps=10), resume=True)
 
 
 def test_cli_trains_an_eagle_and_refuses_other_kinds_flags(tmp_path, write_tiny_folder):

@@ -14,11 +14,13 @@ import pytest
 from mlx.utils import tree_flatten
 from scipy.special import erf, logsumexp
 
-from redrafter_mlx.decoding import generate_ar, generate_redrafter
-from redrafter_mlx.distill import DistillRecord, read_distill_file
-from redrafter_mlx.drafting.kinds import load_drafter_folder
-from redrafter_mlx.drafting.medusa import Medusa
-from redrafter_mlx.drafting.mlp_speculator import MLPSpeculator
+from redrafter_mlx.decoding.loop import generate_redrafter
+from redrafter_mlx.drafting import TreeShape
+from redrafter_mlx.tuning import DraftPlan
+from redrafter_mlx.training.distill import read_distill_file
+from redrafter_mlx.drafting.registry import load_drafter_folder
+from redrafter_mlx.drafting.kinds.medusa import Medusa
+from redrafter_mlx.drafting.kinds.mlp_speculator import MLPSpeculator
 from redrafter_mlx.errors import InputError
 from redrafter_mlx.training import train_drafter
 from redrafter_mlx.training.dataset import later_states
@@ -30,29 +32,21 @@ from redrafter_mlx.training.loss import (
 )
 from redrafter_mlx.training.start import make_drafter
 
-from .conftest import collect, llm_hidden_states
-from .test_training import VOCAB, _cfg, assert_resume_matches, pattern_records, tiny
+from .helpers import (
+    assert_refused,
+    assert_resume_matches,
+    collect,
+    greedy_records,
+    llm_hidden_states,
+    pattern_records,
+    randomised,
+    train_cli,
+    train_config,
+    training_llm,
+)
 
 CLASSES = {"mlp-speculator": MLPSpeculator, "medusa": Medusa}
 LR = {"mlp-speculator": 3e-3, "medusa": 1e-2}  # Medusa's heads only see h_t: a faster rate in 40 steps
-
-
-def greedy_records(model, n: int, seed: int, length: int = 24) -> list[DistillRecord]:
-    """The LLM's own greedy answers to random prompts: what distillation writes."""
-    rng = np.random.default_rng(seed)
-    records = []
-    for i in range(n):
-        prompt = [int(x) for x in rng.integers(0, VOCAB, 4)]
-        answer, _ = collect(generate_ar(model, prompt, max_tokens=length))
-        records.append(DistillRecord(f"g{seed}-{i}", prompt, answer, 0.0, "length"))
-    return records
-
-
-def randomised(drafter):
-    """The drafter with every parameter random (fresh norms and Medusa's zero ResBlocks test little)."""
-    mx.random.seed(11)
-    drafter.load_weights([(k, mx.random.normal(v.shape) * 0.3) for k, v in tree_flatten(drafter.parameters())])
-    return drafter
 
 
 def reference_logits(drafter, hidden: np.ndarray, tokens: np.ndarray, predict: int) -> list[np.ndarray]:
@@ -106,8 +100,8 @@ def test_loss_is_each_depths_cross_entropy_on_the_next_token(kind, extra, predic
     """Depth j (1-based) reads window column j - 1 and is scored on column j: the loss is
     the sum over depths of the mean CE of the valid (>= 0) targets, the drafter's logits
     recomputed by hand."""
-    model, config = tiny()
-    drafter = randomised(make_drafter(_cfg(kind=kind, predict=predict, **extra), config, None))
+    model, config = training_llm()
+    drafter = randomised(make_drafter(train_config(kind=kind, predict=predict, **extra), config, None))
     hidden, windows = positions(model, predict)
     loss, counts = drafter_loss(drafter, model.embedding, mx.array(hidden), mx.array(windows),
                                 head_index_map(drafter), predict)
@@ -127,9 +121,9 @@ def test_soft_targets_are_the_llms_whole_distribution(kind):
     """Soft weight 1: per depth j, the mean over present targets of -sum_k p_LLM(k | y_{<=t+j})
     log q_j(k), over the full vocabulary (these kinds' heads score all of it), p from the
     LLM's own logits of the later states."""
-    model, config = tiny()
+    model, config = training_llm()
     predict = 2
-    drafter = randomised(make_drafter(_cfg(kind=kind, predict=predict), config, None))
+    drafter = randomised(make_drafter(train_config(kind=kind, predict=predict), config, None))
     hidden, windows = positions(model, predict)
     later = later_states(hidden, np.arange(len(hidden)), predict)
     loss, _ = loss_and_grad(model, drafter, predict, soft=1.0)(drafter, mx.array(hidden), mx.array(windows),
@@ -149,10 +143,10 @@ def test_kind_learns_and_its_folder_loads_and_drafts(tmp_path, kind):
     0's; the folder written loads by its config's model_type and, in greedy decoding of
     held-out prompts, gives the LLM's output while accepting drafts (an untrained drafter's
     are rejected)."""
-    model, config = tiny()
+    model, config = training_llm()
     train_recs, held_recs = greedy_records(model, 40, seed=0), greedy_records(model, 8, seed=1)
     train, held = llm_hidden_states(model, train_recs, 3), llm_hidden_states(model, held_recs, 3)
-    cfg = _cfg(kind=kind, steps=40, lr=LR[kind], eval_every=40, save_dtype="float16")
+    cfg = train_config(kind=kind, steps=40, lr=LR[kind], eval_every=40, save_dtype="float16")
     out = tmp_path / "drafter"
     result = train_drafter(model, config, train, held, tmp_path / "work", cfg, out_dir=out)
     losses = json.loads((tmp_path / "work" / "checkpoint" / "train_state.json").read_text())["losses"]
@@ -169,8 +163,8 @@ def test_kind_learns_and_its_folder_loads_and_drafts(tmp_path, kind):
     def tokens_per_step(drafter) -> float:
         accepted = []
         for r in held_recs:
-            tokens, stats = collect(generate_redrafter(model, drafter, r.prompt_ids, beam_width=3, beam_length=4,
-                                                       max_tokens=24, lookup=False))
+            tokens, stats = collect(generate_redrafter(model, drafter, r.prompt_ids,
+                                                       DraftPlan(TreeShape(3, 4, 3), lookup=False), max_tokens=24))
             assert tokens == r.response_ids  # greedy: the LLM's own answer
             accepted += stats.accepted_per_step
         return float(np.mean(accepted))
@@ -184,61 +178,36 @@ def test_kind_learns_and_its_folder_loads_and_drafts(tmp_path, kind):
 def test_kind_resumes_from_its_checkpoint_exactly(tmp_path, monkeypatch, kind):
     """Interrupted after its step-4 checkpoint and resumed, a run ends with the weights of an
     uninterrupted one; the checkpoint holds the kind's folder."""
-    model, config = tiny()
+    model, config = training_llm()
     data = llm_hidden_states(model, pattern_records(20), 3)
-    cfg = _cfg(kind=kind, steps=8, batch_positions=64, checkpoint_every=4)
+    cfg = train_config(kind=kind, steps=8, batch_positions=64, checkpoint_every=4)
     folder = assert_resume_matches(monkeypatch, model, config, data, tmp_path, cfg)
     assert type(load_drafter_folder(folder, mx.float32)) is CLASSES[kind]
     other = "medusa" if kind == "mlp-speculator" else "mlp-speculator"
     with pytest.raises(InputError, match=f"holds a {kind} drafter; the run trains kind {other}"):
-        train_drafter(model, config, data, data, tmp_path / "b", _cfg(kind=other, steps=10), resume=True)
+        train_drafter(model, config, data, data, tmp_path / "b", train_config(kind=other, steps=10), resume=True)
 
 
 def test_init_from_needs_the_same_kind_and_enough_depths(tmp_path):
     """Fine-tuning starts at the folder's weights; a folder of another kind, or with fewer
     stages than the run's depths, is refused in one line."""
-    model, config = tiny()
+    model, config = training_llm()
     data = llm_hidden_states(model, pattern_records(12), 2)
     first = tmp_path / "first"
-    train_drafter(model, config, data, data, tmp_path / "a", _cfg(kind="mlp-speculator", predict=2, steps=2),
+    train_drafter(model, config, data, data, tmp_path / "a", train_config(kind="mlp-speculator", predict=2, steps=2),
                   out_dir=first)
     again = train_drafter(model, config, data, data, tmp_path / "b",
-                          _cfg(kind="mlp-speculator", predict=2, steps=2, lr=0.0, inner_dim=16), init_from=first)
+                          train_config(kind="mlp-speculator", predict=2, steps=2, lr=0.0, inner_dim=16),
+                          init_from=first)
     before = dict(tree_flatten(load_drafter_folder(first, mx.float32).parameters()))
     for k, v in tree_flatten(again.drafter.parameters()):
         np.testing.assert_array_equal(np.array(v), np.array(before[k]), err_msg=k)
     with pytest.raises(InputError, match="holds a mlp-speculator drafter; the run trains kind medusa"):
-        train_drafter(model, config, data, data, tmp_path / "c", _cfg(kind="medusa", predict=2), init_from=first)
+        train_drafter(model, config, data, data, tmp_path / "c", train_config(kind="medusa", predict=2),
+                      init_from=first)
     with pytest.raises(InputError, match="drafts at most 2 tokens, but the run predicts 3"):
         train_drafter(model, config, *[llm_hidden_states(model, pattern_records(12), 3)] * 2, tmp_path / "d",
-                      _cfg(kind="mlp-speculator", predict=3), init_from=first)
-
-
-def train_cli(tmp_path, model, *options: str):
-    """`run(out, *args)`: `redrafter train` of the tiny model on 12 pattern answers into
-    tmp_path / out, with `options` and `args` (through typer's runner)."""
-    from redrafter_mlx.cli.main import load_commands
-    from typer.testing import CliRunner
-
-    data = tmp_path / "distill.jsonl"
-    data.write_text("".join(r.to_json() + "\n" for r in pattern_records(12, length=10)))
-    app = load_commands()
-
-    def run(out, *args):
-        base = ["train", "-M", str(model), "--out", str(tmp_path / out), "--skip-distill", "--distill-data", str(data),
-                "--eval-prompts", "0", "--batch-positions", "16", *options]
-        return CliRunner().invoke(app, base + list(args))
-
-    return run
-
-
-def assert_refused(run, tmp_path, cases) -> None:
-    """Each (args, message): one usage line holding the message, and nothing written."""
-    for args, message in cases:
-        result = run("refused", *args)
-        assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
-        assert message in result.output, result.output
-        assert not (tmp_path / "refused").exists()
+                      train_config(kind="mlp-speculator", predict=3), init_from=first)
 
 
 def test_cli_trains_each_kind_and_refuses_other_kinds_flags(tmp_path, write_tiny_folder):

@@ -7,9 +7,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from redrafter_mlx.tree_attention import bucket, dedup_prefix, pack, tree_layout, verify_mask
+from redrafter_mlx.verify.tree_attention import bucket, dedup_prefix, pack, tree_layout, verify_mask
 
-from .conftest import random_model, tiny_config
+from .helpers import random_model, tiny_config
 
 VOCAB = 64
 MODEL = random_model(tiny_config(vocab_size=VOCAB), seed=7)

@@ -14,7 +14,6 @@ from redrafter_mlx.tuning import (
     FALLBACK_SHAPE,
     AdaptiveLength,
     Calibration,
-    ShapeCost,
     calibration_path,
     find_calibration,
     plan_drafting,
@@ -23,31 +22,7 @@ from redrafter_mlx.tuning import (
     write_calibration,
 )
 
-GRID = [TreeShape(w, l, s) for w in (1, 2, 3, 4, 6, 8) for l in (2, 3, 4, 5, 6, 7) for s in {w, 16}]
-
-
-def synthetic_costs(accept: float = 0.6) -> dict[TreeShape, ShapeCost]:
-    """A drafter whose every beam holds the next token with probability `accept` at every
-    depth, independently: depth d is reached with probability (1 - (1 - a)^W)^d. Trees are
-    packed with no shared prefix beyond the root (the costliest case)."""
-    costs = {}
-    for shape in GRID:
-        hit = 1 - (1 - accept) ** shape.beam_width
-        tokens = 1 + sum(hit**d for d in range(1, shape.beam_length))
-        draft = 1.0 + 0.5 * (shape.beam_length - 1) * (1 + shape.search_width / 8)
-        costs[shape] = ShapeCost(tokens, draft, {shape.max_packed: 10})
-    return costs
-
-
-def cpu_like(accept: float = 0.6) -> Calibration:
-    """Verify cost grows with every token: 70 ms + 4 ms per token (a 2-core CPU)."""
-    return Calibration("cpu", "float32", {p: 70.0 + 4.0 * p for p in range(1, 64)}, 3.0, synthetic_costs(accept))
-
-
-def gpu_like() -> Calibration:
-    """Verifying up to 64 tokens costs about as much as one (memory-bound GPU)."""
-    return Calibration("gpu", "float16", {p: 20.0 + 0.01 * p for p in range(1, 64)}, 1.0, synthetic_costs())
-
+from .helpers import SHAPE_GRID, cpu_like, gpu_like, synthetic_costs
 
 @given(st.dictionaries(st.integers(1, 40), st.floats(1.0, 500.0), min_size=1), st.integers(1, 40))
 def test_padded_length_is_the_cheapest_measured_length_that_fits(verify_ms, count):
@@ -71,7 +46,7 @@ def test_a_cheaper_longer_verify_pads_past_the_tree():
 def test_best_is_the_largest_expected_speed():
     for calibration in (cpu_like(), gpu_like()):
         best = calibration.best()
-        speeds = {s: calibration.expected_tokens_per_s(s) for s in GRID}
+        speeds = {s: calibration.expected_tokens_per_s(s) for s in SHAPE_GRID}
         assert speeds[best] == max(speeds.values())
 
 

@@ -19,27 +19,28 @@ from pathlib import Path
 import mlx.core as mx
 import pytest
 import sentencepiece as spm
-from mlx.utils import tree_flatten
 from sentencepiece import sentencepiece_model_pb2
 
 from redrafter_mlx.errors import InputError
-from redrafter_mlx.loading import LoadedModel, load, load_draft_model, load_drafter_for
+from redrafter_mlx.drafting.loading import load_draft_model, load_drafter_for
+from redrafter_mlx.formats.loading import LoadedModel, load
 
-from . import test_mlp_speculator
-from .conftest import random_model, tiny_config
-from .test_cli import assert_one_line_error, run
-from .test_eagle import upstream_state_dict as eagle_state_dict
-from .test_medusa import TorchResBlock
-from .test_medusa import write_upstream as write_medusa
+from .helpers import (
+    SpeculatorSizes,
+    TorchResBlock,
+    assert_one_line_error,
+    eagle_upstream_state,
+    run_redrafter,
+    tiny_config,
+    write_medusa_upstream,
+    write_random_llama,
+    write_sentencepiece_tokenizer,
+    write_speculator_upstream,
+)
 
 torch = pytest.importorskip("torch")
 
 VOCAB, HIDDEN = 32000, 64
-TOKENIZER_FILES = ("tokenizer.model", "tokenizer_config.json")
-CORPUS = ["A chat between a curious user and an artificial intelligence assistant.",
-          "USER: What is the capital of France? ASSISTANT: Paris is the capital of France.",
-          "USER: Name a river. ASSISTANT: The Danube flows through ten countries.",
-          "the quick brown fox jumps over the lazy dog"]
 PROMPT = "Name a river."
 CHAT_LINES = "Name a river.\nAnd a mountain?\n"
 TREE = ("-w", "2", "-l", "3")
@@ -47,14 +48,11 @@ KINDS = ("eagle", "medusa", "mlp")
 
 
 def sentencepiece_32000(root: Path) -> Path:
-    """Vicuna's vocabulary size from a small trained BPE model: its ModelProto extended with
-    low-scored NORMAL pieces up to 32000 (the random model emits ids anywhere in [0, 32000))."""
-    (root / "corpus.txt").write_text("\n".join(CORPUS * 20))
-    spm.SentencePieceTrainer.train(input=str(root / "corpus.txt"), model_prefix=str(root / "small"),
-                                   vocab_size=400, model_type="bpe", byte_fallback=True, unk_id=0, bos_id=1,
-                                   eos_id=2, pad_id=-1, minloglevel=2)
+    """Vicuna's vocabulary size from a small trained BPE model (and its LlamaTokenizer config):
+    its ModelProto extended with low-scored NORMAL pieces up to 32000 (the random model emits
+    ids anywhere in [0, 32000))."""
     proto = sentencepiece_model_pb2.ModelProto()
-    proto.ParseFromString((root / "small.model").read_bytes())
+    proto.ParseFromString(write_sentencepiece_tokenizer(root).read_bytes())
     known, lowest = {p.piece for p in proto.pieces}, min(p.score for p in proto.pieces)
     extra = (f"▁w{i}" for i in range(VOCAB) if f"▁w{i}" not in known)
     while len(proto.pieces) < VOCAB:
@@ -71,24 +69,6 @@ def sentencepiece_32000(root: Path) -> Path:
     return path
 
 
-def write_llama(folder: Path, config: dict, tokenizer_from: Path, seed: int) -> Path:
-    folder.mkdir()
-    for name in TOKENIZER_FILES:
-        shutil.copy(tokenizer_from / name, folder / name)
-    (folder / "config.json").write_text(json.dumps(config))
-    mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(random_model(config, seed).parameters())))
-    return folder
-
-
-def write_mlp_speculator(folder: Path) -> None:
-    """test_mlp_speculator's upstream writer (Hugging Face `speculator.` keys in a
-    pytorch_model.bin), at this target's sizes: its sizes are module constants."""
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in {"EMB": HIDDEN, "INNER": 32, "VOCAB": VOCAB, "N": 3}.items():
-            patch.setattr(test_mlp_speculator, name, value)
-        test_mlp_speculator.write_upstream(folder, tie=False, scale=True, layout="hf-bin")
-
-
 def eagle_config(**overrides) -> dict:
     """An upstream EAGLE config: the target's Llama config with one layer."""
     return tiny_config(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=1, num_key_value_heads=4,
@@ -98,7 +78,7 @@ def eagle_config(**overrides) -> dict:
 def write_eagle(folder: Path, config: dict) -> None:
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(config))
-    torch.save(eagle_state_dict(config, seed=1), folder / "pytorch_model.bin")
+    torch.save(eagle_upstream_state(config, seed=1), folder / "pytorch_model.bin")
 
 
 @pytest.fixture(scope="module")
@@ -106,26 +86,23 @@ def vicuna(tmp_path_factory) -> dict[str, Path]:
     """The tiny Vicuna, a tiny "vicuna-68m" draft model of its tokenizer, and upstream-format
     EAGLE / Medusa / MLP-speculator checkpoints sized for it (vocab 32000, hidden 64)."""
     root = tmp_path_factory.mktemp("vicuna")
-    (root / "spm").mkdir()
     sentencepiece_32000(root / "spm")
-    (root / "spm" / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
-        "add_bos_token": True, "add_eos_token": False}))
     config = tiny_config(vocab_size=VOCAB, hidden_size=HIDDEN, num_key_value_heads=4, bos_token_id=1,
                          eos_token_id=2, pad_token_id=0, architectures=["LlamaForCausalLM"])
-    paths = {"vicuna": write_llama(root / "tiny-vicuna-7b", config, root / "spm", seed=0)}
+    paths = {"vicuna": write_random_llama(root / "tiny-vicuna-7b", config, root / "spm", seed=0)}
     # vicuna-68m's upstream config carries bos/pad ids that are not Vicuna's; harmless, since
     # only token ids cross the seam and the draft model's own tokenizer is never used.
     draft = tiny_config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_attention_heads=4,
                         num_key_value_heads=4, bos_token_id=0, eos_token_id=2, pad_token_id=1)
-    paths["draft"] = write_llama(root / "tiny-vicuna-68m", draft, root / "spm", seed=1)
+    paths["draft"] = write_random_llama(root / "tiny-vicuna-68m", draft, root / "spm", seed=1)
 
     write_eagle(root / "EAGLE-tiny-vicuna", eagle_config())
     torch.manual_seed(2)
     medusa_heads = torch.nn.ModuleList(  # upstream's medusa_head: 3 heads of one ResBlock
         torch.nn.Sequential(TorchResBlock(HIDDEN), torch.nn.Linear(HIDDEN, VOCAB, bias=False)) for _ in range(3))
-    write_medusa(root / "medusa-tiny-vicuna", medusa_heads.state_dict(), "pt", layers=1)
-    write_mlp_speculator(root / "mlp-speculator-tiny-vicuna")
+    write_medusa_upstream(root / "medusa-tiny-vicuna", medusa_heads.state_dict(), "pt", layers=1)
+    write_speculator_upstream(root / "mlp-speculator-tiny-vicuna", tie=False, scale=True, layout="hf-bin",
+                              sizes=SpeculatorSizes(emb=HIDDEN, inner=32, vocab=VOCAB, n=3))
     paths |= {"eagle": root / "EAGLE-tiny-vicuna", "medusa": root / "medusa-tiny-vicuna",
               "mlp": root / "mlp-speculator-tiny-vicuna", "root": root}
     return paths
@@ -158,21 +135,21 @@ def one_record(result) -> dict:
 @pytest.fixture(scope="module")
 def plain(vicuna) -> dict:
     """The plain decoder's answers: `generate --json` and a two-line piped `chat`."""
-    record = one_record(run(*generate_args(vicuna, "--mode", "ar")))
+    record = one_record(run_redrafter(*generate_args(vicuna, "--mode", "ar")))
     assert record["num_tokens"] > 0 and record["prompt_tokens"][0] == 1  # BOS added
-    chat = run("chat", "-M", str(vicuna["vicuna"]), "--mode", "ar", "-m", "8", stdin=CHAT_LINES)
+    chat = run_redrafter("chat", "-M", str(vicuna["vicuna"]), "--mode", "ar", "-m", "8", stdin=CHAT_LINES)
     assert chat.returncode == 0, chat.stderr
     return {"generate": record, "chat": chat.stdout}
 
 
 def assert_same_as_plain(vicuna, plain, how: list[str]) -> dict:
     """`generate` and a two-line `chat` drafting `how` give the plain decoder's answers."""
-    record = one_record(run(*generate_args(vicuna, *how, *TREE)))
+    record = one_record(run_redrafter(*generate_args(vicuna, *how, *TREE)))
     expected = plain["generate"]
     for field in ("prompt_tokens", "tokens", "text", "num_tokens", "finish_reason"):
         assert record[field] == expected[field], field
     assert sum(record["verified_tokens"]) > len(record["verified_tokens"])  # drafts were really verified
-    chat = run("chat", "-M", str(vicuna["vicuna"]), *how, *TREE, "-m", "8", stdin=CHAT_LINES)
+    chat = run_redrafter("chat", "-M", str(vicuna["vicuna"]), *how, *TREE, "-m", "8", stdin=CHAT_LINES)
     assert chat.returncode == 0, chat.stderr
     assert chat.stdout == plain["chat"]  # both turns, the second on the first's history
     assert len([line for line in chat.stderr.splitlines() if "tokens/step" in line]) == 2
@@ -182,7 +159,7 @@ def assert_same_as_plain(vicuna, plain, how: list[str]) -> dict:
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_converted_upstream_drafter_decodes_like_plain_decoding(vicuna, plain, kind):
     out = vicuna["root"] / f"{kind}-mlx"
-    result = run("convert", str(vicuna[kind]), str(out), "-M", str(vicuna["vicuna"]))  # format detected
+    result = run_redrafter("convert", str(vicuna[kind]), str(out), "-M", str(vicuna["vicuna"]))  # format detected
     assert result.returncode == 0, result.stderr
     assert result.stderr.startswith(f"converted a {kind} drafter (float32) -> {out}"), result.stderr
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
@@ -210,7 +187,7 @@ def test_a_draft_model_folder_without_tokenizer_files_drafts(vicuna, loaded, tmp
     for name in ("config.json", "model.safetensors"):
         shutil.copy(vicuna["draft"] / name, folder / name)
     assert load_draft_model(loaded, str(folder), mx.float32).kind == "draft-llm"
-    assert_one_line_error(run("generate", "-M", str(folder), "-p", "hi", "-m", "2", "--mode", "ar"), 1,
+    assert_one_line_error(run_redrafter("generate", "-M", str(folder), "-p", "hi", "-m", "2", "--mode", "ar"), 1,
                           "no usable tokenizer")
 
 
@@ -221,22 +198,23 @@ def nothing_written(parent: Path, out: Path) -> bool:
 def test_an_eagle_for_another_vocabulary_is_refused(vicuna, tmp_path):
     write_eagle(tmp_path / "EAGLE-other", eagle_config(vocab_size=1000))
     out = tmp_path / "out"
-    result = run("convert", str(tmp_path / "EAGLE-other"), str(out), "-M", str(vicuna["vicuna"]))
+    result = run_redrafter("convert", str(tmp_path / "EAGLE-other"), str(out), "-M", str(vicuna["vicuna"]))
     assert_one_line_error(result, 1, "vocab_size is 1000 but the model's is 32000")
     assert nothing_written(tmp_path, out)
 
 
 def test_a_wrong_or_unknown_format_is_refused(vicuna, tmp_path):
     out = tmp_path / "out"
-    wrong = run("convert", str(vicuna["eagle"]), str(out), "--format", "medusa", "-M", str(vicuna["vicuna"]))
+    wrong = run_redrafter("convert", str(vicuna["eagle"]), str(out), "--format", "medusa", "-M", str(vicuna["vicuna"]))
     assert_one_line_error(wrong, 1, "no Medusa weights (expected medusa_lm_head.safetensors or medusa_lm_head.pt)")
-    unknown = run("convert", str(vicuna["eagle"]), str(out), "--format", "x")
+    unknown = run_redrafter("convert", str(vicuna["eagle"]), str(out), "--format", "x")
     assert_one_line_error(unknown, 2, "--format: choose one of redrafter, medusa, mlp, eagle, got 'x'")
     assert nothing_written(tmp_path, out)
 
 
 def test_an_unconverted_medusa_folder_as_drafter_is_one_line(vicuna):
-    result = run("chat", "-M", str(vicuna["vicuna"]), "--drafter", str(vicuna["medusa"]), "-m", "4", stdin="Hi\n")
+    result = run_redrafter("chat", "-M", str(vicuna["vicuna"]), "--drafter", str(vicuna["medusa"]), "-m", "4",
+                           stdin="Hi\n")
     assert_one_line_error(result, 1, str(vicuna["medusa"]))
 
 

@@ -3,8 +3,8 @@
 Drafting is many small ops (the beam search's L - 1 drafter steps, the choice of the W
 beams to verify, the context lookup, the prefix tree's layout), so its cost on a CPU is
 partly per-op dispatch. `mx.compile` traces the whole phase once per tree shape and then
-replays it without Python. Shapes depend only on (W, S, L, top-k) and the text buffer's
-size, so a generation traces it once. Nothing here reads the device.
+replays it without Python. Shapes depend only on (W, S, L, the search's top-k) and the text
+buffer's size, so a generation traces it once. Nothing here reads the device.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 import mlx.core as mx
 
-from .. import beam_search as search  # a module: beam_search.py imports this package's seam
-from ..lookup import with_lookup_beam
-from ..tree_attention import TreeLayout, tree_layout
+from . import beam_search as search  # a module: beam_search.py imports this package's seam
+from .lookup import with_lookup_beam
+from ..verify.tree_attention import TreeLayout, tree_layout
 from .seam import TreeDrafter
 
 
@@ -54,7 +54,8 @@ DraftFn = BatchDraftFn
 
 
 def make_batch_draft_fn(
-    drafter: TreeDrafter | None, embedding: Any, shape: TreeShape, *, top_k: int = 50, lookup: bool = True
+    drafter: TreeDrafter | None, embedding: Any, shape: TreeShape, *, draft_top_k: int = search.DRAFT_TOP_K,
+    lookup: bool = True,
 ) -> BatchDraftFn:
     """The draft phase of B sequences for one tree shape, compiled for a stateless drafter.
 
@@ -65,6 +66,7 @@ def make_batch_draft_fn(
     changing them. A stateful drafter's cache grows every step, which would retrace a
     compiled function each time, so its phase runs as a plain lazy graph. No drafter: every
     row's tree is its guaranteed token alone (plain decoding through the same verifier).
+    `draft_top_k`: the beam search's top-k warp (`beam_search.beam_search`).
     """
 
     def draft(hidden: mx.array, token: mx.array, text: mx.array, length: mx.array):
@@ -72,10 +74,11 @@ def make_batch_draft_fn(
             beams = token.reshape(-1, 1, 1).astype(mx.int32)
         else:
             beams, _ = search.beam_search(drafter, embedding, hidden, token, shape.beam_width, shape.beam_length,
-                                          top_k, shape.search_width)
+                                          draft_top_k, shape.search_width)
             if lookup:
                 beams = with_lookup_beam(beams, text, length, drafter.ngrams)
-        layout = TreeLayout.combine(lambda *rows: mx.stack(rows), *(tree_layout(beams[b]) for b in range(beams.shape[0])))
+        rows = (tree_layout(beams[b]) for b in range(beams.shape[0]))
+        layout = TreeLayout.combine(lambda *fields: mx.stack(fields), *rows)
         return beams, layout.unpack_index, layout.owner, layout.count
 
     phase = draft if drafter is not None and drafter.stateful else mx.compile(draft)
@@ -88,11 +91,12 @@ def make_batch_draft_fn(
 
 
 def make_draft_fn(
-    drafter: TreeDrafter, embedding: Any, shape: TreeShape, *, top_k: int = 50, lookup: bool = True
+    drafter: TreeDrafter, embedding: Any, shape: TreeShape, *, draft_top_k: int = search.DRAFT_TOP_K,
+    lookup: bool = True,
 ) -> DraftFn:
     """`make_batch_draft_fn` for one sequence: (hidden (D,), token (), text (1, N), length
     (1,)) -> (beams (W, L) int32, their `TreeLayout`)."""
-    batched = make_batch_draft_fn(drafter, embedding, shape, top_k=top_k, lookup=lookup)
+    batched = make_batch_draft_fn(drafter, embedding, shape, draft_top_k=draft_top_k, lookup=lookup)
 
     def run(hidden: mx.array, token: mx.array, text: mx.array, length: mx.array) -> tuple[mx.array, TreeLayout]:
         beams, layout = batched(hidden[None], token.reshape(1), text, length)

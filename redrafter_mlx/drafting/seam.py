@@ -36,7 +36,7 @@ StepFn = Callable[[Any, mx.array, int], tuple[Any, mx.array]]
 class TreeDrafter:
     """Base of every drafter kind; the defaults describe a stateless drafter."""
 
-    kind = "drafter"  # what the CLI calls this kind (bench tables, convert messages)
+    kind: str  # its kind's name in `registry.KINDS` (a session's is its drafter's): bench tables, messages
     stateful = False  # True: `open` returns a per-generation session (not compiled: its cache grows)
     ngrams = None  # an `ngrams.NgramTable` the lookup layer may use, if the drafter ships one
     max_beam_length: int | None = None  # deepest beam it can draft (guaranteed token included); None: any

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-from ..cache import KVCache
+from ..models.cache import KVCache
 
 
 class DraftCache:

@@ -17,8 +17,8 @@ import mlx.nn as nn
 from mlx_lm.models.llama import ModelArgs
 from mlx_lm.models.rope_utils import initialize_rope
 
-from .. import fastmath
-from ..cache import KVCache
+from ..runtime import fastmath
+from .cache import KVCache
 
 Mask = mx.array | str | None  # bool/additive (B|1, 1, T, S), "causal", or None (attend all)
 # Blocks up to this long per row run compiled layers; longer ones (prefill) would retrace per length.

@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from ..api import Pipeline
-from ..batch import BatchDecoder, Request, Update
+from ..decoding.batch import BatchDecoder, Request, Update
 from ..decoding import GenerationStats
 from ..drafting import TreeShape
 from ..errors import InputError

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import mlx.core as mx
 
-from ..batch import BatchDecoder, Request, Update
+from ..decoding.batch import BatchDecoder, Request, Update
 from ..decoding import GenerationStats
 
 

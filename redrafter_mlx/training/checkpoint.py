@@ -1,6 +1,6 @@
 """What a run writes: the resumable checkpoint (drafter, optimizer state, run state) and the
-drafter folder it produces, for every kind training builds (`drafting.kinds.SAVERS`): the
-folder's config.json model_type says which, so `drafting.kinds.load_drafter_folder` loads it."""
+drafter folder it produces, for every kind training builds (`drafting.registry.save_drafter_folder`):
+the folder's config.json model_type says which, so `drafting.registry.load_drafter_folder` loads it."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import mlx.core as mx
 import mlx.optimizers as optim
 from mlx.utils import tree_flatten, tree_unflatten
 
-from ..drafter import Drafter
-from ..drafting.kinds import load_drafter_folder, save_drafter_folder
+from ..drafting.kinds.rnn import RecurrentDrafter
+from ..drafting.registry import load_drafter_folder, save_drafter_folder
 from ..drafting.seam import TreeDrafter
 
 CHECKPOINT_DIR = "checkpoint"
@@ -56,7 +56,7 @@ def save_drafter_as(drafter: TreeDrafter, out_dir: str | Path, dtype: str = "flo
     target = getattr(mx, dtype)
     weights = [(k, v.astype(target) if mx.issubdtype(v.dtype, mx.floating) else v)
                for k, v in tree_flatten(drafter.parameters())]
-    if isinstance(drafter, Drafter):  # keeps its token subset and n-gram table
+    if isinstance(drafter, RecurrentDrafter):  # keeps its token subset and n-gram table
         cast = drafter.rebuilt(drafter.config, weights)
     else:
         cast = type(drafter)(drafter.config)

@@ -23,19 +23,16 @@ from typing import Any
 
 from mlx_lm.models.llama import ModelArgs
 
-from ..drafter import MODEL_TYPE as RNN_MODEL_TYPE
-from ..drafter import DrafterConfig
-from ..drafting.eagle import MODEL_TYPE as EAGLE_MODEL_TYPE
-from ..drafting.medusa import MODEL_TYPE as MEDUSA_MODEL_TYPE
-from ..drafting.medusa import MedusaConfig
-from ..drafting.mlp_speculator import MODEL_TYPE as MLP_MODEL_TYPE
-from ..drafting.mlp_speculator import MLPSpeculatorConfig
+from ..drafting.kinds.eagle import MODEL_TYPE as EAGLE_MODEL_TYPE
+from ..drafting.kinds.medusa import MedusaConfig
+from ..drafting.kinds.mlp_speculator import MLPSpeculatorConfig
+from ..drafting.kinds.rnn import DrafterConfig
+from ..drafting.registry import kind_named
 from ..tuning import FALLBACK_SHAPE
 
-# `TreeDrafter.kind` of each kind training builds -> the model_type of its folder's config.json
-MODEL_TYPES = {"redrafter": RNN_MODEL_TYPE, "mlp-speculator": MLP_MODEL_TYPE, "medusa": MEDUSA_MODEL_TYPE,
-               "eagle": EAGLE_MODEL_TYPE}
-KINDS = tuple(MODEL_TYPES)
+# The kinds training builds (`TreeDrafter.kind`) -> the model_type of the folder it saves
+KINDS = ("redrafter", "mlp-speculator", "medusa", "eagle")
+MODEL_TYPES = {name: kind_named(name).model_types[0] for name in KINDS}
 
 
 @dataclass

@@ -21,11 +21,11 @@ import mlx.core as mx
 import numpy as np
 from mlx import nn
 
-from ..distill import DistillRecord, HiddenStore, read_distill_file
+from .distill import DistillRecord, HiddenStore, read_distill_file
 from ..errors import InputError
-from ..ngrams import NgramTable, build_ngram_table
-from ..progress import start_progress
-from ..token_ranking import rank_tokens
+from ..drafting.ngrams import NgramTable, build_ngram_table
+from ..runtime.progress import start_progress
+from ..formats.token_ranking import rank_tokens
 from .config import TrainConfig
 
 PREFILL_CHUNK = 64  # records whose states are computed and stored together (a kill loses one chunk)

@@ -43,8 +43,8 @@ import mlx.core as mx
 import numpy as np
 from mlx import nn
 
-from .. import fastmath
-from ..drafting.eagle import Eagle
+from ..runtime import fastmath
+from ..drafting.kinds.eagle import Eagle
 from .config import TrainConfig
 
 # The loss's inputs: tokens (B, S) int32, features (B, S, D), index (M,) int32 of the flat

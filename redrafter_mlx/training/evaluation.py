@@ -11,9 +11,11 @@ import numpy as np
 from mlx import nn
 
 from ..decoding import generate_redrafter
-from ..drafter import Embedding
+from ..drafting import TreeShape
+from ..drafting.kinds.llm_embedding import Embedding
 from ..drafting.seam import TreeDrafter
-from ..replay import replay
+from ..tuning import DraftPlan
+from .replay import replay
 from .config import TrainConfig
 from .eagle import eagle_accuracy
 from .loss import head_index_map, unrolled_logits
@@ -57,13 +59,12 @@ def decode_eval(
 ) -> dict[str, float]:
     """Greedy ReDrafter decoding of the prompts: tokens/step, compression, time per step.
     Without the context lookup by default: training's evals measure the drafter."""
+    plan = DraftPlan(TreeShape(beam_width, beam_length, max(search_width or 0, beam_width)), lookup=lookup)
     tokens = steps = verified = 0
     seconds = 0.0
     for ids in prompts:
         last = None
-        for step in generate_redrafter(model, drafter, ids, beam_width=beam_width, beam_length=beam_length,
-                                       search_width=search_width, lookup=lookup, max_tokens=max_tokens,
-                                       eos_ids=eos_ids):
+        for step in generate_redrafter(model, drafter, ids, plan, max_tokens=max_tokens, eos_ids=eos_ids):
             last = step.stats
         if last is None:
             continue

@@ -17,11 +17,11 @@ import numpy as np
 from mlx import nn
 from mlx.utils import tree_map
 
-from ..drafter import Drafter
+from ..drafting.kinds.rnn import RecurrentDrafter
 from ..drafting.seam import TreeDrafter
 from ..errors import InputError
-from ..ngrams import NgramTable
-from ..progress import start_progress
+from ..drafting.ngrams import NgramTable
+from ..runtime.progress import start_progress
 from . import checkpoint
 from .config import TrainConfig
 from .dataset import later_states
@@ -148,7 +148,7 @@ def train_drafter(
         drafter, state, opt = _resumed(folder, cfg, eval_set, console)
     else:
         drafter, state, opt = _started(model, cfg, llm_config, (units, per_batch), token_ids, init_from, eval_set)
-    if isinstance(drafter, Drafter):
+    if isinstance(drafter, RecurrentDrafter):
         drafter.ngrams = ngrams
     step_loss_and_grad = (eagle_loss_and_grad(model, drafter, cfg) if cfg.kind == "eagle"
                           else loss_and_grad(model, drafter, cfg.predict, cfg.soft_targets))

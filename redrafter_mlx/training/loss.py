@@ -38,8 +38,9 @@ import mlx.core as mx
 import numpy as np
 from mlx import nn
 
-from .. import fastmath, runtime
-from ..drafter import Embedding
+from .. import runtime
+from ..runtime import fastmath
+from ..drafting.kinds.llm_embedding import Embedding
 from ..drafting.seam import TreeDrafter
 
 

@@ -11,11 +11,11 @@ import mlx.core as mx
 import numpy as np
 from mlx import nn
 
-from ..drafter import Drafter
-from ..drafting.eagle import Eagle
-from ..drafting.kinds import load_drafter_folder
-from ..drafting.medusa import Medusa
-from ..drafting.mlp_speculator import MLPSpeculator
+from ..drafting.kinds.rnn import RecurrentDrafter
+from ..drafting.kinds.eagle import Eagle
+from ..drafting.registry import load_drafter_folder
+from ..drafting.kinds.medusa import Medusa
+from ..drafting.kinds.mlp_speculator import MLPSpeculator
 from ..drafting.seam import TreeDrafter
 from ..errors import InputError
 from .config import TrainConfig
@@ -42,12 +42,12 @@ def make_drafter(
     return drafter
 
 
-def fresh_rnn(cfg: TrainConfig, llm_config: dict[str, Any], token_ids: np.ndarray | None) -> Drafter:
+def fresh_rnn(cfg: TrainConfig, llm_config: dict[str, Any], token_ids: np.ndarray | None) -> RecurrentDrafter:
     """Default nn.Linear init everywhere except the head, which starts small (std 0.02
     untied, so the initial loss is ~log K and no token is favoured) or, tied, as head_proj =
     the exit->hidden map that is 0 (the table is the frozen LLM embedding)."""
     config = cfg.drafter_config(llm_config)
-    drafter = Drafter(config, None if token_ids is None else mx.array(token_ids))
+    drafter = RecurrentDrafter(config, None if token_ids is None else mx.array(token_ids))
     if cfg.head_tied:
         drafter.head_proj.weight = mx.random.normal(drafter.head_proj.weight.shape) * 0.02
     else:

@@ -1,0 +1,131 @@
+"""Tokens per step of a drafter, replayed on recorded greedy answers (no LLM forward).
+
+Greedy ReDrafter decoding emits exactly the LLM's greedy answer; the drafter only decides
+how many of its tokens each step accepts. Given that answer and the LLM's hidden state at
+every answer position (a distillation record and its `HiddenStore` rows), every step is
+determined: beam-search from the state that produced the current guaranteed token, accept
+the longest beam prefix that the answer continues with, move past it. So tokens/step on
+hundreds of answers costs only the drafter's beam searches, batched across answers, and
+none of the LLM's verify passes (on a 2-core x86 CPU, minutes for the 106 eval prompts,
+where decoding them takes half an hour). Real decoding (`decoding.generate_redrafter`) gives the
+same count up to floating-point near-ties between beams (its states come from the packed
+verify pass) and the step that reaches an EOS (decoding may also accept drafts past it); the
+tests compare the two.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import mlx.core as mx
+import numpy as np
+from mlx import nn
+
+from ..drafting.beam_search import DRAFT_TOP_K, beam_search
+from .distill import generate_with_hidden
+from ..drafting.kinds.llm_embedding import Embedding
+from ..drafting.kinds.rnn import RecurrentDrafter
+from ..errors import InputError
+from ..drafting.lookup import with_lookup_beam
+
+
+@dataclass
+class ReplayResult:
+    tokens: int  # tokens emitted over all steps (accepted drafts + one LLM token per step)
+    steps: int  # verify steps (the prefill's first token is not a step, as in decoding)
+    packed: Counter = field(default_factory=Counter)  # packed tree length -> steps verifying it
+
+    @property
+    def tokens_per_step(self) -> float:
+        return self.tokens / self.steps if self.steps else 0.0
+
+
+def accepted_lengths(beams: np.ndarray, targets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Longest prefix of beams[b, w, 1:] equal to targets[b, :lengths[b]], best beam.
+
+    beams: (B, W, L) drafted beams (column 0 is the guaranteed token); targets: (B, L-1)
+    the answer's next tokens, valid up to lengths (B,) (an answer may end sooner).
+    """
+    drafts = beams[:, :, 1:]
+    valid = np.arange(drafts.shape[-1])[None, :] < lengths[:, None]  # (B, L-1)
+    match = (drafts == targets[:, None, :]) & valid[:, None, :]
+    return np.cumprod(match, axis=-1).sum(axis=-1).max(axis=-1)
+
+
+def packed_lengths(beams: np.ndarray) -> np.ndarray:
+    """Unique prefixes (the packed tree's length) of each row of beams (B, W, L): what
+    `tree_attention.tree_layout` counts, in numpy."""
+    same = np.cumprod(beams[:, :, None, :] == beams[:, None, :, :], axis=-1)  # (B, W, W, L)
+    owner = same.argmax(axis=2)  # smallest beam sharing each prefix
+    return (owner == np.arange(beams.shape[1])[None, :, None]).sum(axis=(1, 2))
+
+
+def replay(
+    drafter: RecurrentDrafter,
+    embedding: Embedding,
+    answers: Sequence[tuple[np.ndarray, np.ndarray]],
+    *,
+    beam_width: int,
+    beam_length: int,
+    draft_top_k: int = DRAFT_TOP_K,
+    search_width: int | None = None,
+    max_tokens: int | None = None,
+    prompts: Sequence[Sequence[int]] | None = None,
+    lookup: bool = True,
+) -> ReplayResult:
+    """Greedy ReDrafter steps over `answers`, each (tokens (R,), hidden (R, D)): hidden[i]
+    is the LLM's final-norm state that produced tokens[i] (`HiddenStore` layout), tokens
+    the greedy answer (ending with EOS when the model stopped). Steps stop once
+    `max_tokens` tokens are out, like decoding's limit; the last step may accept drafts
+    beyond it, as in decoding, when the answer is longer. `draft_top_k`, `search_width`: as in `beam_search`;
+    `lookup`: as in decoding, copying from each answer's prompt (`prompts`, in the same
+    order; none: from the answer alone) and the answer so far."""
+    if drafter.stateful:
+        raise InputError(f"replaying recorded answers drafts from their hidden states alone; a {drafter.kind} "
+                         "drafter keeps its own cache of the text, which replay does not build (use plain `bench`)")
+    prompts = prompts if prompts is not None else [()] * len(answers)
+    kept = [(np.asarray(p, np.int32), np.asarray(t), np.asarray(h)) for p, (t, h) in zip(prompts, answers) if len(t)]
+    answers = [(t, h) for _, t, h in kept]
+    offsets = np.array([len(p) for p, _, _ in kept], dtype=np.int64)
+    texts = np.zeros((len(kept), max((len(p) + len(t) for p, t, _ in kept), default=0)), dtype=np.int32)
+    for row, (p, t, _) in enumerate(kept):  # each answer's prompt and answer: the lookup's context
+        texts[row, : len(p) + len(t)] = np.concatenate([p, t])
+    limit = max_tokens or max((len(t) for t, _ in answers), default=0)
+    position = np.zeros(len(answers), dtype=np.int64)  # index of each answer's guaranteed token
+    ends = np.array([min(len(t), limit) - 1 for t, _ in answers], dtype=np.int64)  # no step after
+    width = beam_length - 1
+    result = ReplayResult(0, 0)
+    while (active := np.nonzero(position < ends)[0]).size:
+        hidden = mx.array(np.stack([answers[i][1][position[i]] for i in active]))
+        guaranteed = mx.array(np.array([answers[i][0][position[i]] for i in active], dtype=np.int32))
+        beams, _ = beam_search(drafter, embedding, hidden, guaranteed, beam_width, beam_length, draft_top_k,
+                               search_width)
+        if lookup:
+            beams = with_lookup_beam(beams, mx.array(texts[active]), mx.array(offsets[active] + position[active] + 1),
+                                     drafter.ngrams)
+        targets = np.zeros((len(active), width), dtype=np.int64)
+        lengths = np.zeros(len(active), dtype=np.int64)
+        for row, i in enumerate(active):
+            nxt = answers[i][0][position[i] + 1 : position[i] + 1 + width]
+            targets[row, : len(nxt)], lengths[row] = nxt, len(nxt)
+        beams = np.array(beams)
+        accepted = accepted_lengths(beams, targets, lengths)
+        result.packed.update(packed_lengths(beams).tolist())
+        position[active] += accepted + 1
+        result.tokens += int((accepted + 1).sum())
+        result.steps += len(active)
+    return result
+
+
+def record_answers(
+    model: nn.Module, prompts: Sequence[list[int]], max_new_tokens: int,
+    eos_ids: Iterable[int] = (), batch_size: int = 32,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The LLM's greedy answers to `prompts` with their hidden states, batched (the
+    distillation loop), in prompt order: what `replay` takes."""
+    jobs = [(str(i), list(ids), 0.0) for i, ids in enumerate(prompts)]
+    answers = {record.id: (np.array(record.response_ids), hidden) for record, hidden in
+               generate_with_hidden(model, jobs, eos_ids, max_new_tokens=max_new_tokens, batch_size=batch_size)}
+    return [answers[job[0]] for job in jobs]

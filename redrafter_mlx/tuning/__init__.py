@@ -1,0 +1,23 @@
+"""Tuning: measured costs (`calibration.py`), the adaptive beam length (`adaptive.py`) and
+the drafting plan built from them (`plan.py`)."""
+
+from .adaptive import AdaptiveLength, geometric_drafts, geometric_rate
+from .calibration import (
+    CACHE_ENV,
+    CALIBRATION_FILE,
+    Calibration,
+    ShapeCost,
+    cache_dir,
+    calibration_dir,
+    calibration_path,
+    find_calibration,
+    read_calibration,
+    write_calibration,
+)
+from .plan import FALLBACK_SHAPE, DraftPlan, plan_drafting, resolve_shape
+
+__all__ = [
+    "AdaptiveLength", "CACHE_ENV", "CALIBRATION_FILE", "Calibration", "DraftPlan", "FALLBACK_SHAPE", "ShapeCost",
+    "cache_dir", "calibration_dir", "calibration_path", "find_calibration", "geometric_drafts", "geometric_rate",
+    "plan_drafting", "read_calibration", "resolve_shape", "write_calibration",
+]

@@ -1,0 +1,103 @@
+"""How a generation drafts, as one value: the tree shape, its verify padding, the length
+policy, the beam search's top-k and the context lookup.
+
+`plan_drafting` builds the plan a (model, drafter, device, dtype) decodes fastest with,
+from its calibration when one exists; `DraftPlan(TreeShape(W, L, S))` drafts one shape
+every step (what tests and fixed-tree callers use).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..drafting import TreeShape
+from ..drafting.beam_search import DRAFT_TOP_K
+from .adaptive import AdaptiveLength
+from .calibration import Calibration, find_calibration
+
+# Used where no calibration exists: the paper's search (S = W), whose drafting cost is
+# W beams whatever the drafter's head costs (a wider search pays only with a cheap head,
+# which `redrafter tune` finds out).
+FALLBACK_SHAPE = TreeShape(beam_width=3, beam_length=5, search_width=3)
+
+
+def resolve_shape(
+    calibration: Calibration | None,
+    beam_width: int | None = None,
+    beam_length: int | None = None,
+    search_width: int | None = None,
+) -> TreeShape:
+    """The tree to decode with: explicit values win; the rest come from the calibration's
+    fastest matching shape, or from FALLBACK_SHAPE when there is none."""
+    chosen = calibration.best(beam_width, beam_length, search_width) if calibration else None
+    if chosen is None:
+        chosen = FALLBACK_SHAPE
+    width = beam_width or chosen.beam_width
+    return TreeShape(width, beam_length or chosen.beam_length, search_width or max(chosen.search_width, width))
+
+
+@dataclass(frozen=True)
+class DraftPlan:
+    """How a generation drafts (`decoding.generate_redrafter` takes it whole).
+
+    `shape`: the tree every step drafts, or the first one when `adapt` chooses each step's
+    length (`AdaptiveLength`, which must start at `shape`). `verify_lengths[c]`: the length
+    a tree of c unique tokens is padded to for the verify pass, up to the longest tree (a
+    calibration's cheapest length >= c); None: `tree_attention.bucket`. `draft_top_k`: the
+    beam search's top-k warp (not the sampler's top-k). `lookup`: a copy of what followed
+    the text's last n-gram earlier may take the last beam (`drafting.lookup`).
+    """
+
+    shape: TreeShape = FALLBACK_SHAPE
+    verify_lengths: Sequence[int] | None = None
+    calibration: Calibration | None = None  # what the plan was chosen from, if anything
+    adapt: AdaptiveLength | None = None
+    draft_top_k: int = DRAFT_TOP_K
+    lookup: bool = True
+
+    def __post_init__(self) -> None:
+        if self.adapt is not None and self.adapt.start != self.shape:
+            raise ValueError(f"the length policy starts at {self.adapt.start}, the plan at {self.shape}")
+        limit = self.longest.max_packed
+        if self.verify_lengths and len(self.verify_lengths) <= limit:
+            raise ValueError(f"verify_lengths must cover trees of up to {limit} tokens, "
+                             f"got {len(self.verify_lengths) - 1}")
+
+    @property
+    def longest(self) -> TreeShape:
+        """The deepest tree a step may draft: the policy's longest, else `shape`."""
+        return self.adapt.longest if self.adapt is not None else self.shape
+
+    @property
+    def expected_tokens_per_s(self) -> float | None:
+        """The calibration's prediction for the starting shape; None where it has none."""
+        if self.calibration is None or self.shape not in self.calibration.shapes:
+            return None
+        return self.calibration.expected_tokens_per_s(self.shape)
+
+
+def plan_drafting(
+    model_source: Path,
+    drafter_source: Path | None,
+    device: str,
+    dtype: str,
+    beam_width: int | None = None,
+    beam_length: int | None = None,
+    search_width: int | None = None,
+    adaptive: bool = True,
+    lookup: bool = True,
+) -> DraftPlan:
+    """The shape (explicit values win, `resolve_shape`) and padding for this (model,
+    drafter, device, dtype), from its calibration when one exists; with `adaptive` and no
+    explicit beam length, the length then follows the acceptance (`AdaptiveLength`)."""
+    calibration = find_calibration(model_source, drafter_source, device, dtype)
+    shape = resolve_shape(calibration, beam_width, beam_length, search_width)
+    if calibration is None:
+        return DraftPlan(shape, lookup=lookup)
+    adapt = None
+    if adaptive and beam_length is None and shape in calibration.shapes:
+        adapt = AdaptiveLength(calibration, shape)
+    longest = adapt.longest if adapt else shape
+    return DraftPlan(shape, calibration.verify_lengths(longest.max_packed), calibration, adapt, lookup=lookup)
