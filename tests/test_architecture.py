@@ -149,7 +149,7 @@ def imported_test_modules(path: Path) -> list[str]:
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
             names = [module] if module else []
-            if not module or module in ("tests",):  # from . import test_x / from tests import test_x
+            if not module or module == "tests":  # from . import test_x / from tests import test_x
                 names += [alias.name for alias in node.names]
         else:
             continue
