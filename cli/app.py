@@ -33,10 +33,12 @@ def _show_version(value: bool) -> None:
 
 @app.callback()
 def root(
-    version: Annotated[bool, typer.Option(
-        "--version", callback=_show_version, is_eager=True, help="Show the version and exit.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
 ) -> None:
     """ReDrafter speculative decoding in pure MLX."""
+
 
 F = TypeVar("F", bound=Callable)
 
@@ -47,16 +49,25 @@ class UsageError(Exception):
 
 def _user_error_types() -> tuple[type[BaseException], ...]:
     """What counts as the user's mistake: imported late, so `--help` stays fast."""
-    from redrafter_mlx.training.distill_workers import WorkerFailed
     from redrafter_mlx.errors import InputError
+    from redrafter_mlx.training.distill_workers import WorkerFailed
 
     # The OS errors are about a path the user gave; a JSON error is a file the user gave.
-    return (InputError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError,
-            PermissionError, json.JSONDecodeError, WorkerFailed)
+    return (
+        InputError,
+        FileNotFoundError,
+        FileExistsError,
+        NotADirectoryError,
+        IsADirectoryError,
+        PermissionError,
+        json.JSONDecodeError,
+        WorkerFailed,
+    )
 
 
-REPORT_HINT = ("this is a bug in redrafter-mlx, not in your input: please report it with the command "
-               "and the traceback above")
+REPORT_HINT = (
+    "this is a bug in redrafter-mlx, not in your input: please report it with the command and the traceback above"
+)
 
 
 def friendly_errors(fn: F) -> F:

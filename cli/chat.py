@@ -16,16 +16,26 @@ from redrafter_mlx.options import DecodingOptions
 from .app import UsageError, app, console, friendly_errors, print_error
 from .generate import ending, valid_text
 from .options import (
-    SAMPLING_FIELDS, TREE_FIELDS, DrafterOpt, DraftModelOpt, DTypeOpt, Mode, ModelOpt, ModeOpt, SystemPromptOpt, VerboseOpt,
-    decoding_options, load_pipeline, plan,
+    SAMPLING_FIELDS,
+    TREE_FIELDS,
+    DrafterOpt,
+    DraftModelOpt,
+    DTypeOpt,
+    Mode,
+    ModelOpt,
+    ModeOpt,
+    SystemPromptOpt,
+    VerboseOpt,
+    decoding_options,
+    load_pipeline,
+    plan,
 )
 
 HELP = "/reset  forget the conversation   /stats  session totals   /help  this text   /quit  leave"
 
 
 def stats_line(stats: GenerationStats, tokens: int) -> str:
-    return (f"{tokens} tokens, {stats.generation_tps:.1f} tokens/s, "
-            f"{stats.tokens_per_step:.2f} tokens/step")
+    return f"{tokens} tokens, {stats.generation_tps:.1f} tokens/s, {stats.tokens_per_step:.2f} tokens/step"
 
 
 def answer(session: ChatSession, text: str, out) -> tuple[int, GenerationStats | None]:
@@ -93,9 +103,11 @@ def chat(
             continue
         if text == "/stats":
             tps = totals["tokens"] / totals["time"] if totals["time"] else 0.0
-            console.print(f"[dim]{totals['turns']} turns, {totals['tokens']} tokens, {tps:.1f} tokens/s, "
-                          f"{totals['tokens'] / max(totals['steps'], 1):.2f} tokens/step, "
-                          f"{session.cache.length} tokens in cache[/dim]")
+            console.print(
+                f"[dim]{totals['turns']} turns, {totals['tokens']} tokens, {tps:.1f} tokens/s, "
+                f"{totals['tokens'] / max(totals['steps'], 1):.2f} tokens/step, "
+                f"{session.cache.length} tokens in cache[/dim]"
+            )
             continue
         try:
             count, stats = answer(session, valid_text(text), sys.stdout)

@@ -18,34 +18,56 @@ from redrafter_mlx.formats.token_ranking import DEFAULT_CORPUS
 from .app import UsageError, app, console, friendly_errors
 from .options import DTypeOpt
 
-SrcArg = Annotated[Path, typer.Argument(
-    help="Folder with config.json + model.safetensors | pytorch_model.bin | model.pt, or that file.",
-    show_default=False,
-)]
+SrcArg = Annotated[
+    Path,
+    typer.Argument(
+        help="Folder with config.json + model.safetensors | pytorch_model.bin | model.pt, or that file.",
+        show_default=False,
+    ),
+]
 OutArg = Annotated[Path, typer.Argument(help="MLX drafter folder to write.", show_default=False)]
 QuantizeOpt = Annotated[bool, typer.Option("--quantize", "-q", help="Quantize the linear layers.")]
 BitsOpt = Annotated[Optional[int], typer.Option("--bits", help="4 | 8 (with -q; default 4).")]
-GroupSizeOpt = Annotated[
-    Optional[int], typer.Option("--group-size", help="32 | 64 | 128 (with -q; default 64).")
+GroupSizeOpt = Annotated[Optional[int], typer.Option("--group-size", help="32 | 64 | 128 (with -q; default 64).")]
+CheckModelOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--model",
+        "-M",
+        help="Check vocab_size / hidden_size against this LLM "
+        "(reads only its config, and its tokenizer for --head-tokens).",
+    ),
 ]
-CheckModelOpt = Annotated[Optional[str], typer.Option(
-    "--model", "-M",
-    help="Check vocab_size / hidden_size against this LLM (reads only its config, and its tokenizer for --head-tokens).",
-)]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace an existing OUT.")]
-FormatOpt = Annotated[Optional[str], typer.Option(
-    "--format", "-f", metavar="FORMAT",
-    help=f"The checkpoint's kind: {', '.join(FORMATS)} (default: detected from its files: "
-         "medusa_lm_head.*, an MLP speculator's config, EAGLE's fc layer, else ReDrafter).", show_default=False,
-)]
-HeadTokensOpt = Annotated[Optional[int], typer.Option(
-    "--head-tokens", min=1, help="Trim the head to the LLM's (-M) K most frequent tokens (in --token-corpus); others are never drafted.",
-    show_default=False,
-)]
-TokenCorpusOpt = Annotated[Optional[Path], typer.Option(
-    "--token-corpus", help="Text or JSONL (.gz ok) whose tokens rank the vocabulary for --head-tokens "
-    "(default: chat answers shipped with the package).", show_default=False,
-)]
+FormatOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--format",
+        "-f",
+        metavar="FORMAT",
+        help=f"The checkpoint's kind: {', '.join(FORMATS)} (default: detected from its files: "
+        "medusa_lm_head.*, an MLP speculator's config, EAGLE's fc layer, else ReDrafter).",
+        show_default=False,
+    ),
+]
+HeadTokensOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--head-tokens",
+        min=1,
+        help="Trim the head to the LLM's (-M) K most frequent tokens (in --token-corpus); others are never drafted.",
+        show_default=False,
+    ),
+]
+TokenCorpusOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--token-corpus",
+        help="Text or JSONL (.gz ok) whose tokens rank the vocabulary for --head-tokens "
+        "(default: chat answers shipped with the package).",
+        show_default=False,
+    ),
+]
 
 
 @app.command()
@@ -73,8 +95,11 @@ def convert(
             raise UsageError(f"-q/--head-tokens/--token-corpus apply to ReDrafter drafters, not to {fmt}")
         llm = read_llm_config(model) if model else None
         path = convert_upstream(fmt, src, out, dtype=runtime.parse_dtype(dtype), llm_config=llm, force=force)
-        console.print(f"converted a {fmt} drafter ({runtime.dtype_name(runtime.parse_dtype(dtype))}) -> {path}",
-                      soft_wrap=True, markup=False)
+        console.print(
+            f"converted a {fmt} drafter ({runtime.dtype_name(runtime.parse_dtype(dtype))}) -> {path}",
+            soft_wrap=True,
+            markup=False,
+        )
         return
     if not quantize and (bits is not None or group_size is not None):
         raise UsageError("--bits / --group-size need -q/--quantize")
@@ -88,9 +113,14 @@ def convert(
     if head_tokens is not None:
         head_token_ids = head_tokens_for(model, llm_config, head_tokens, token_corpus or DEFAULT_CORPUS)
     path = convert_drafter(
-        src, out, dtype=mx_dtype,
-        bits=(bits or 4) if quantize else None, group_size=group_size or 64,
-        llm_config=llm_config, head_token_ids=head_token_ids, force=force,
+        src,
+        out,
+        dtype=mx_dtype,
+        bits=(bits or 4) if quantize else None,
+        group_size=group_size or 64,
+        llm_config=llm_config,
+        head_token_ids=head_token_ids,
+        force=force,
     )
     config = read_config(path)
     quant = config.quantization
@@ -99,5 +129,6 @@ def convert(
         how += f", head trimmed to {config.token_subset_size:,} of {config.vocab_size:,} tokens"
     console.print(
         f"converted {parameter_count(config):,} parameters ({runtime.dtype_name(mx_dtype)}, {how}) -> {path}",
-        soft_wrap=True, markup=False,
+        soft_wrap=True,
+        markup=False,
     )

@@ -72,9 +72,7 @@ def preview(text: str, width: int = 60) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def record(
-    prompt: str, prompt_ids: list[int], tokens: list[int], text: str, stats: GenerationStats
-) -> dict:
+def record(prompt: str, prompt_ids: list[int], tokens: list[int], text: str, stats: GenerationStats) -> dict:
     """The JSON contract of `generate --json` (one object per prompt)."""
     verified = stats.verified_tokens
     return {
@@ -97,8 +95,13 @@ def record(
 
 
 def generate_one(
-    pipeline: Pipeline, prompt_ids: list[int], options: DecodingOptions, drafting: DraftPlan | None, *,
-    stream: bool, timer: PhaseTimer,
+    pipeline: Pipeline,
+    prompt_ids: list[int],
+    options: DecodingOptions,
+    drafting: DraftPlan | None,
+    *,
+    stream: bool,
+    timer: PhaseTimer,
 ) -> tuple[list[int], str, GenerationStats]:
     """Decode one prompt, optionally printing text as it is produced. Ctrl-C ends the answer
     where it is, with finish reason "interrupted" (the caller reports it, then stops)."""
@@ -139,7 +142,8 @@ def ending(stats: GenerationStats, options: DecodingOptions) -> str | None:
 def generate(
     prompt: Annotated[Optional[str], typer.Option("--prompt", "-p", help="Prompt text, or - for stdin.")] = None,
     prompts_file: Annotated[
-        Optional[Path], typer.Option("--prompts-file", help="JSON lines with a 'prompt' field.", exists=True, dir_okay=False)
+        Optional[Path],
+        typer.Option("--prompts-file", help="JSON lines with a 'prompt' field.", exists=True, dir_okay=False),
     ] = None,
     model: ModelOpt = DEFAULT_MODEL,
     system_prompt: SystemPromptOpt = None,

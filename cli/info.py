@@ -48,16 +48,23 @@ def describe_model(name: str) -> str:
         return f"{name}: cannot load ({e})"
     args = loaded.model.args
     context = f"context {args.max_position_embeddings} tokens" if args.max_position_embeddings else "context unknown"
-    return (f"{name} -> {loaded.source}\n{args.model_type}, {args.num_hidden_layers} layers, hidden "
-            f"{args.hidden_size}, vocab {args.vocab_size}, {context}; shipped drafter: "
-            f"{shipped_drafter_name(loaded) or 'none (pass --drafter)'}")
+    return (
+        f"{name} -> {loaded.source}\n{args.model_type}, {args.num_hidden_layers} layers, hidden "
+        f"{args.hidden_size}, vocab {args.vocab_size}, {context}; shipped drafter: "
+        f"{shipped_drafter_name(loaded) or 'none (pass --drafter)'}"
+    )
 
 
 def calibration_status() -> str:
     """Whether this device and dtype have a calibration: shipped with a drafter, or tuned."""
     device, dtype = runtime.device_name(), runtime.dtype_name(runtime.default_dtype())
-    shipped = [name for name, folder in SHIPPED_DRAFTERS.items()
-               if read_calibration(folder / CALIBRATION_FILE, device, dtype) is not None]
+    shipped = [
+        name
+        for name, folder in SHIPPED_DRAFTERS.items()
+        if read_calibration(folder / CALIBRATION_FILE, device, dtype) is not None
+    ]
     tuned = len(list(calibration_dir().glob("*.json")))
-    return (f"{device}/{dtype}: shipped for {', '.join(shipped) or 'none'}; "
-            f"{tuned} tuned in {calibration_dir()} (`redrafter tune`)")
+    return (
+        f"{device}/{dtype}: shipped for {', '.join(shipped) or 'none'}; "
+        f"{tuned} tuned in {calibration_dir()} (`redrafter tune`)"
+    )

@@ -27,6 +27,7 @@ from redrafter_mlx.tuning import DraftPlan
 
 from .app import UsageError, console
 
+
 def known_dtype(name: str | None) -> str | None:
     """A flag's value is a usage error (exit 2) like any other option's."""
     if name is not None and name not in runtime.DTYPES:
@@ -47,8 +48,9 @@ ModelOpt = Annotated[
 ]
 DTypeOpt = Annotated[
     Optional[str],
-    typer.Option("--dtype", callback=known_dtype,
-                 help="float32 | float16 | bfloat16 (default: float32 on CPU, float16 on GPU)."),
+    typer.Option(
+        "--dtype", callback=known_dtype, help="float32 | float16 | bfloat16 (default: float32 on CPU, float16 on GPU)."
+    ),
 ]
 SystemPromptOpt = Annotated[Optional[str], typer.Option("--system-prompt", help="System message.")]
 DrafterOpt = Annotated[
@@ -57,12 +59,21 @@ DrafterOpt = Annotated[
 ]
 DraftModelOpt = Annotated[
     Optional[str],
-    typer.Option("--draft-model", help="A small LLM with the model's tokenizer to draft with (alias, folder, "
-                                        "hub id or .gguf), instead of a --drafter."),
+    typer.Option(
+        "--draft-model",
+        help="A small LLM with the model's tokenizer to draft with (alias, folder, "
+        "hub id or .gguf), instead of a --drafter.",
+    ),
 ]
-PromptsFileOpt = Annotated[Optional[Path], typer.Option(
-    "--prompts-file", exists=True, dir_okay=False,
-    help="JSON lines with a 'prompt' field (default: the held-out eval prompts).")]
+PromptsFileOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--prompts-file",
+        exists=True,
+        dir_okay=False,
+        help="JSON lines with a 'prompt' field (default: the held-out eval prompts).",
+    ),
+]
 NumPromptsOpt = Annotated[int, typer.Option("--num-prompts", "-n", min=1, help="Prompts to run.")]
 
 
@@ -80,32 +91,67 @@ __all__ = ["DEFAULT_MODEL", "SAMPLING_FIELDS", "TREE_FIELDS"]
 PANEL = "Decoding"
 AUTO = " Default: auto, the fastest tree `redrafter tune` measured for this model, drafter and device."
 FLAGS = {
-    "max_tokens": Annotated[int, typer.Option(
-        "--max-tokens", "-m", min=1, rich_help_panel=PANEL, help="Tokens to generate.")],
-    "temp": Annotated[float, typer.Option(
-        "--temp", min=0.0, callback=finite, rich_help_panel=PANEL, help="Sampling temperature (0 = greedy).")],
-    "top_p": Annotated[float, typer.Option(
-        "--top-p", min=0.0, max=1.0, callback=finite, rich_help_panel=PANEL, help="Nucleus sampling (0 = off).")],
+    "max_tokens": Annotated[
+        int, typer.Option("--max-tokens", "-m", min=1, rich_help_panel=PANEL, help="Tokens to generate.")
+    ],
+    "temp": Annotated[
+        float,
+        typer.Option(
+            "--temp", min=0.0, callback=finite, rich_help_panel=PANEL, help="Sampling temperature (0 = greedy)."
+        ),
+    ],
+    "top_p": Annotated[
+        float,
+        typer.Option(
+            "--top-p", min=0.0, max=1.0, callback=finite, rich_help_panel=PANEL, help="Nucleus sampling (0 = off)."
+        ),
+    ],
     "top_k": Annotated[int, typer.Option("--top-k", min=0, rich_help_panel=PANEL, help="Top-k sampling (0 = off).")],
     "seed": Annotated[Optional[int], typer.Option("--seed", rich_help_panel=PANEL, help="Random seed.")],
-    "beam_width": Annotated[Optional[int], typer.Option(
-        "--beam-width", "-w", min=1, rich_help_panel=PANEL, help="Beams verified per step (W)." + AUTO)],
-    "beam_length": Annotated[Optional[int], typer.Option(
-        "--beam-length", "-l", min=1, rich_help_panel=PANEL,
-        help="Tokens per beam incl. the guaranteed one (L)." + AUTO)],
-    "search_width": Annotated[Optional[int], typer.Option(
-        "--search-width", "-s", min=1, rich_help_panel=PANEL,
-        help="Beams the drafter's beam search keeps; the W verified are the ones that cover the most "
-             "drafter probability (at most W: the paper's beam search, all W verified)." + AUTO)],
-    "lookup": Annotated[bool, typer.Option(
-        "--lookup/--no-lookup", rich_help_panel=PANEL,
-        help="Let a copy of what followed the text's last n-gram earlier (prompt or answer) take the "
-             "last of the W beams when there is one, or else the drafter's stored continuation of it "
-             "(its folder's ngrams.safetensors, when it has one).")],
-    "adaptive": Annotated[bool, typer.Option(
-        "--adaptive/--static", rich_help_panel=PANEL,
-        help="With a calibration and no --beam-length: choose each step's beam length from the acceptance "
-             "seen so far (long beams where the text repeats, short ones in open prose).")],
+    "beam_width": Annotated[
+        Optional[int],
+        typer.Option("--beam-width", "-w", min=1, rich_help_panel=PANEL, help="Beams verified per step (W)." + AUTO),
+    ],
+    "beam_length": Annotated[
+        Optional[int],
+        typer.Option(
+            "--beam-length",
+            "-l",
+            min=1,
+            rich_help_panel=PANEL,
+            help="Tokens per beam incl. the guaranteed one (L)." + AUTO,
+        ),
+    ],
+    "search_width": Annotated[
+        Optional[int],
+        typer.Option(
+            "--search-width",
+            "-s",
+            min=1,
+            rich_help_panel=PANEL,
+            help="Beams the drafter's beam search keeps; the W verified are the ones that cover the most "
+            "drafter probability (at most W: the paper's beam search, all W verified)." + AUTO,
+        ),
+    ],
+    "lookup": Annotated[
+        bool,
+        typer.Option(
+            "--lookup/--no-lookup",
+            rich_help_panel=PANEL,
+            help="Let a copy of what followed the text's last n-gram earlier (prompt or answer) take the "
+            "last of the W beams when there is one, or else the drafter's stored continuation of it "
+            "(its folder's ngrams.safetensors, when it has one).",
+        ),
+    ],
+    "adaptive": Annotated[
+        bool,
+        typer.Option(
+            "--adaptive/--static",
+            rich_help_panel=PANEL,
+            help="With a calibration and no --beam-length: choose each step's beam length from the acceptance "
+            "seen so far (long beams where the text repeats, short ones in open prose).",
+        ),
+    ],
 }
 F = TypeVar("F", bound=Callable)
 
@@ -117,8 +163,12 @@ def decoding_options(max_tokens: int | None, *names: str) -> Callable[[F], F]:
     def decorate(command: F) -> F:
         defaults = DecodingOptions(max_tokens=max_tokens or DecodingOptions.max_tokens)
         taken = (*(("max_tokens",) if max_tokens else ()), *names)
-        flags = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=getattr(defaults, name),
-                                   annotation=FLAGS[name]) for name in taken]
+        flags = [
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=getattr(defaults, name), annotation=FLAGS[name]
+            )
+            for name in taken
+        ]
         signature = inspect.signature(command)
         hints = typing.get_type_hints(command, include_extras=True)  # resolved in the command's module
         own = [p.replace(annotation=hints[p.name]) for p in signature.parameters.values() if p.name != "options"]
@@ -152,14 +202,17 @@ def plan(pipeline: Pipeline, options: DecodingOptions, quiet: bool = False) -> D
     found = pipeline.plan(options)
     auto = None in (options.beam_width, options.beam_length, options.search_width)
     if found is not None and found.calibration is None and auto and not quiet:
-        console.print(f"[dim]no calibration for this model and drafter on {runtime.device_name()}/"
-                      f"{runtime.dtype_name(pipeline.dtype)}: drafting {found.shape}; `redrafter tune` measures "
-                      f"the fastest tree for this machine[/dim]")
+        console.print(
+            f"[dim]no calibration for this model and drafter on {runtime.device_name()}/"
+            f"{runtime.dtype_name(pipeline.dtype)}: drafting {found.shape}; `redrafter tune` measures "
+            f"the fastest tree for this machine[/dim]"
+        )
     return found
 
 
-def load_pipeline(model: str, drafter: str | None, dtype: str | None, mode: Mode = Mode.redrafter,
-                  draft_model: str | None = None) -> Pipeline:
+def load_pipeline(
+    model: str, drafter: str | None, dtype: str | None, mode: Mode = Mode.redrafter, draft_model: str | None = None
+) -> Pipeline:
     """`api.load` from the flags: the LLM and, unless `mode` is ar (which ignores the drafter
     flags), its drafter (`draft_model`, else `drafter`, else the one shipped for it, which
     redrafter mode requires)."""
@@ -169,7 +222,9 @@ def load_pipeline(model: str, drafter: str | None, dtype: str | None, mode: Mode
         return api.load(model, drafter=False, dtype=dtype)
     pipeline = api.load(model, drafter=drafter or None, dtype=dtype, draft_model=draft_model or None)
     if pipeline.drafter is None:
-        raise InputError(f"no drafter ships for model {pipeline.loaded.name!r}: pass --drafter <folder|hub-id> "
-                         "(train one with `redrafter train`, or convert one with `redrafter convert`), "
-                         "or --mode ar to decode without one")
+        raise InputError(
+            f"no drafter ships for model {pipeline.loaded.name!r}: pass --drafter <folder|hub-id> "
+            "(train one with `redrafter train`, or convert one with `redrafter convert`), "
+            "or --mode ar to decode without one"
+        )
     return pipeline

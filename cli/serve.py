@@ -35,17 +35,38 @@ def serve(
     draft_model: DraftModelOpt = None,
     mode: ModeOpt = Mode.redrafter,
     dtype: DTypeOpt = None,
-    host: Annotated[str, typer.Option("--host", rich_help_panel=SERVER,
-                                      help="Address to bind (0.0.0.0 exposes the server to the network).")] = "127.0.0.1",
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host", rich_help_panel=SERVER, help="Address to bind (0.0.0.0 exposes the server to the network)."
+        ),
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, rich_help_panel=SERVER)] = 8080,
-    max_batch: Annotated[int, typer.Option("--max-batch", min=1, rich_help_panel=SERVER,
-                                           help="Requests decoded together (rows of one verify pass).")] = 8,
-    max_queue: Annotated[int, typer.Option("--max-queue", min=0, rich_help_panel=SERVER,
-                                           help="Requests that may wait for a row; more get HTTP 429.")] = 64,
-    api_key: Annotated[str | None, typer.Option("--api-key", envvar="REDRAFTER_API_KEY", rich_help_panel=SERVER,
-                                                   help="Require 'Authorization: Bearer KEY' on every request.")] = None,
-    model_id: Annotated[str | None, typer.Option("--model-id", rich_help_panel=SERVER,
-                                                    help="The name clients pass as `model` (default: --model).")] = None,
+    max_batch: Annotated[
+        int,
+        typer.Option(
+            "--max-batch", min=1, rich_help_panel=SERVER, help="Requests decoded together (rows of one verify pass)."
+        ),
+    ] = 8,
+    max_queue: Annotated[
+        int,
+        typer.Option(
+            "--max-queue", min=0, rich_help_panel=SERVER, help="Requests that may wait for a row; more get HTTP 429."
+        ),
+    ] = 64,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            envvar="REDRAFTER_API_KEY",
+            rich_help_panel=SERVER,
+            help="Require 'Authorization: Bearer KEY' on every request.",
+        ),
+    ] = None,
+    model_id: Annotated[
+        str | None,
+        typer.Option("--model-id", rich_help_panel=SERVER, help="The name clients pass as `model` (default: --model)."),
+    ] = None,
     *,
     options: DecodingOptions,
 ) -> None:
@@ -63,9 +84,19 @@ def serve(
     check_servable(pipeline)
     drafting = plan(pipeline, options)
     shape = drafting.shape if drafting else None
-    app_ = serve_pipeline(pipeline, model_id=model_id or model, shape=shape, lookup=options.lookup, defaults=options,
-                          max_batch=max_batch, max_queue=max_queue, api_key=api_key)
-    console.print(f"[dim]{runtime.describe(pipeline.dtype)}; drafting "
-                  f"{shape if shape else 'nothing (plain decoding)'}; up to {max_batch} requests per step[/dim]")
+    app_ = serve_pipeline(
+        pipeline,
+        model_id=model_id or model,
+        shape=shape,
+        lookup=options.lookup,
+        defaults=options,
+        max_batch=max_batch,
+        max_queue=max_queue,
+        api_key=api_key,
+    )
+    console.print(
+        f"[dim]{runtime.describe(pipeline.dtype)}; drafting "
+        f"{shape if shape else 'nothing (plain decoding)'}; up to {max_batch} requests per step[/dim]"
+    )
     console.print(f"serving {model_id or model!r} on http://{host}:{port}/v1 (Ctrl-C stops it)")
     uvicorn.run(app_, host=host, port=port, log_level="warning", timeout_graceful_shutdown=30)

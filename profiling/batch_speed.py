@@ -26,11 +26,13 @@ from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.prompting import encode_prompt
 
 
-def run_batch(pipeline: Pipeline, shape: TreeShape | None, prompts: list[list[int]],
-              options: DecodingOptions) -> tuple[list[list[int]], float, float]:
+def run_batch(
+    pipeline: Pipeline, shape: TreeShape | None, prompts: list[list[int]], options: DecodingOptions
+) -> tuple[list[list[int]], float, float]:
     """(answers, seconds, mean tokens/step) of one batch holding every prompt."""
-    decoder = BatchDecoder(pipeline.loaded.model, pipeline.drafter, shape, lookup=options.lookup,
-                           eos_ids=pipeline.tokenizer.eos_token_ids)
+    decoder = BatchDecoder(
+        pipeline.loaded.model, pipeline.drafter, shape, lookup=options.lookup, eos_ids=pipeline.tokenizer.eos_token_ids
+    )
     answers: dict[int, list[int]] = {}
     per_step: list[float] = []
     tic = time.perf_counter()
@@ -45,10 +47,16 @@ def run_batch(pipeline: Pipeline, shape: TreeShape | None, prompts: list[list[in
     return [answers[h] for h in range(len(prompts))], seconds, sum(per_step) / max(len(per_step), 1)
 
 
-def run_separately(pipeline: Pipeline, prompts: list[list[int]], options: DecodingOptions,
-                   shape: TreeShape | None) -> tuple[list[list[int]], float]:
-    tree = {} if shape is None else dict(beam_width=shape.beam_width, beam_length=shape.beam_length,
-                                         search_width=shape.search_width, adaptive=False)
+def run_separately(
+    pipeline: Pipeline, prompts: list[list[int]], options: DecodingOptions, shape: TreeShape | None
+) -> tuple[list[list[int]], float]:
+    tree = (
+        {}
+        if shape is None
+        else dict(
+            beam_width=shape.beam_width, beam_length=shape.beam_length, search_width=shape.search_width, adaptive=False
+        )
+    )
     options = replace(options, **tree)
     answers = []
     tic = time.perf_counter()
@@ -77,18 +85,29 @@ def main() -> None:
             batch_answers, batch_s, per_step = run_batch(pipe, tree, prompts[:size], options)
             alone_answers, alone_s = run_separately(pipe, prompts[:size], options, tree)
             tokens = sum(map(len, batch_answers))
-            row = {"decoding": kind, "tree": str(tree) if tree else "-", "batch": size, "tokens": tokens,
-                   "batch_tok_s": tokens / batch_s, "separate_tok_s": sum(map(len, alone_answers)) / alone_s,
-                   "tokens_per_step": per_step, "identical": batch_answers == alone_answers}
+            row = {
+                "decoding": kind,
+                "tree": str(tree) if tree else "-",
+                "batch": size,
+                "tokens": tokens,
+                "batch_tok_s": tokens / batch_s,
+                "separate_tok_s": sum(map(len, alone_answers)) / alone_s,
+                "tokens_per_step": per_step,
+                "identical": batch_answers == alone_answers,
+            }
             row["speedup"] = row["batch_tok_s"] / row["separate_tok_s"]
             rows.append(row)
             print(json.dumps(row), flush=True)
             mx.clear_cache()
-    print("\n| decoding | B | tokens/s batched | tokens/s one by one | batched / one by one | tokens/step | identical |")
+    print(
+        "\n| decoding | B | tokens/s batched | tokens/s one by one | batched / one by one | tokens/step | identical |"
+    )
     print("|---|---:|---:|---:|---:|---:|---|")
     for r in rows:
-        print(f"| {r['decoding']} | {r['batch']} | {r['batch_tok_s']:.1f} | {r['separate_tok_s']:.1f} | "
-              f"{r['speedup']:.2f}x | {r['tokens_per_step']:.2f} | {'yes' if r['identical'] else 'NO'} |")
+        print(
+            f"| {r['decoding']} | {r['batch']} | {r['batch_tok_s']:.1f} | {r['separate_tok_s']:.1f} | "
+            f"{r['speedup']:.2f}x | {r['tokens_per_step']:.2f} | {'yes' if r['identical'] else 'NO'} |"
+        )
     if args.out:
         with open(args.out, "w") as f:
             json.dump(rows, f, indent=1)

@@ -19,11 +19,11 @@ from mlx.utils import tree_flatten
 
 from redrafter_mlx.api import Pipeline
 from redrafter_mlx.decoding import GenerationStats
-from redrafter_mlx.sampling import make_greedy_or_sampler
 from redrafter_mlx.formats.export import export_hf_folder
 from redrafter_mlx.formats.loading import LoadedModel
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.runtime.timers import PhaseTimer
+from redrafter_mlx.sampling import make_greedy_or_sampler
 from redrafter_mlx.tuning import DraftPlan
 
 
@@ -57,8 +57,11 @@ class MethodResult:
 
     def summary(self) -> dict:
         out = {k: v for k, v in asdict(self).items() if k not in ("tokens", "verified", "tree_cells")}
-        out |= {"tokens_per_s": self.tokens_per_s, "tokens_per_step": self.tokens_per_step,
-                "num_tokens": sum(map(len, self.tokens))}
+        out |= {
+            "tokens_per_s": self.tokens_per_s,
+            "tokens_per_step": self.tokens_per_step,
+            "num_tokens": sum(map(len, self.tokens)),
+        }
         if self.verified:
             out["mean_verified_tokens"] = sum(self.verified) / len(self.verified)
             out["compression"] = self.compression
@@ -76,8 +79,9 @@ def mlx_lm_folder(loaded: LoadedModel, scratch: Path) -> Path:
     return export_hf_folder(loaded.config, weights, loaded.tokenizer._tokenizer, scratch / "model")
 
 
-def run_mlx_lm(folder: Path, prompts: list[list[int]], max_tokens: int, draft: Path | None = None,
-               num_draft_tokens: int = 2) -> MethodResult:
+def run_mlx_lm(
+    folder: Path, prompts: list[list[int]], max_tokens: int, draft: Path | None = None, num_draft_tokens: int = 2
+) -> MethodResult:
     """mlx-lm's own greedy `stream_generate` on the same weights and prompt ids; with `draft`
     (a model folder), mlx-lm's speculative decoding with that draft model, whose steps end at
     each token the model itself chose (`from_draft` False)."""
@@ -90,8 +94,9 @@ def run_mlx_lm(folder: Path, prompts: list[list[int]], max_tokens: int, draft: P
 
     def decode(ids: list[int]):
         stats, block, prefilled = GenerationStats(), [], False
-        for response in stream_generate(model, tokenizer, mx.array(ids), max_tokens=max_tokens,
-                                        sampler=make_greedy_or_sampler(), **extra):
+        for response in stream_generate(
+            model, tokenizer, mx.array(ids), max_tokens=max_tokens, sampler=make_greedy_or_sampler(), **extra
+        ):
             if response.token in tokenizer.eos_token_ids:
                 break
             block.append(response.token)
@@ -107,8 +112,9 @@ def run_mlx_lm(folder: Path, prompts: list[list[int]], max_tokens: int, draft: P
     return measure(MethodResult(f"mlx-lm draft {draft.name}" if draft else "mlx-lm AR"), prompts, decode)
 
 
-def ours(pipeline: Pipeline, options: DecodingOptions, drafting: DraftPlan | None = None,
-         timer: PhaseTimer | None = None) -> Decoder:
+def ours(
+    pipeline: Pipeline, options: DecodingOptions, drafting: DraftPlan | None = None, timer: PhaseTimer | None = None
+) -> Decoder:
     """Our AR (a pipeline without drafter) or ReDrafter as a `Decoder`; `drafting` defaults to
     the pipeline's plan for `options`."""
     drafting = drafting or pipeline.plan(options)
@@ -120,8 +126,13 @@ def ours(pipeline: Pipeline, options: DecodingOptions, drafting: DraftPlan | Non
     return decode
 
 
-def run_ours(pipeline: Pipeline, prompts: list[list[int]], options: DecodingOptions,
-             drafting: DraftPlan | None = None, profile: bool = False) -> MethodResult:
+def run_ours(
+    pipeline: Pipeline,
+    prompts: list[list[int]],
+    options: DecodingOptions,
+    drafting: DraftPlan | None = None,
+    profile: bool = False,
+) -> MethodResult:
     """Our AR (a pipeline without drafter) or ReDrafter, optionally with per-phase profiling."""
     timer = PhaseTimer(profile)
     decode = ours(pipeline, options, drafting, timer)
@@ -146,7 +157,7 @@ def run_interleaved(prompts: list[list[int]], decoders: dict[str, Decoder]) -> l
     results = {name: MethodResult(name) for name in decoders}
     names = list(decoders)
     for i, ids in enumerate(prompts):
-        for name in names[i % len(names):] + names[: i % len(names)]:
+        for name in names[i % len(names) :] + names[: i % len(names)]:
             add_run(results[name], ids, decoders[name])
     return list(results.values())
 

@@ -18,8 +18,8 @@ from itertools import product
 import mlx.core as mx
 
 from redrafter_mlx.decoding import generate_ar, generate_redrafter
-from redrafter_mlx.drafting.kinds.rnn import RecurrentDrafter
 from redrafter_mlx.drafting import TreeShape, make_draft_fn
+from redrafter_mlx.drafting.kinds.rnn import RecurrentDrafter
 from redrafter_mlx.errors import InputError
 from redrafter_mlx.formats.loading import LoadedModel
 from redrafter_mlx.training.replay import record_answers, replay
@@ -32,9 +32,11 @@ DEFAULT_LENGTHS = (2, 3, 4, 5, 6)
 WIDE_SEARCH = 16
 
 
-def shape_grid(widths: Sequence[int], lengths: Sequence[int], searches: Sequence[int] = (1, WIDE_SEARCH)) -> list[TreeShape]:
+def shape_grid(
+    widths: Sequence[int], lengths: Sequence[int], searches: Sequence[int] = (1, WIDE_SEARCH)
+) -> list[TreeShape]:
     """Every (W, L, S) of the grid; S <= W becomes S = W (the paper's search)."""
-    shapes = {TreeShape(w, l, max(s, w)) for w, l, s in product(widths, lengths, searches)}
+    shapes = {TreeShape(w, length, max(s, w)) for w, length, s in product(widths, lengths, searches)}
     return sorted(shapes, key=lambda s: (s.beam_width, s.beam_length, s.search_width))
 
 
@@ -72,8 +74,10 @@ def calibrate(
     """Measure everything `Calibration` needs; `advance(what)` is called after each of the
     `work_units(grid)` units of work (for a progress bar)."""
     if drafter.stateful:  # before any measuring: the replay below cannot run it
-        raise InputError(f"`tune` calibrates stateless drafters (it replays recorded answers); a {drafter.kind} "
-                         "drafter keeps its own cache of the text: pass -w/-l/-s instead")
+        raise InputError(
+            f"`tune` calibrates stateless drafters (it replays recorded answers); a {drafter.kind} "
+            "drafter keeps its own cache of the text: pass -w/-l/-s instead"
+        )
     model = loaded.model
     longest = max(s.max_packed for s in grid)
     sizes = sorted(set(range(1, longest + 1)) | {p for p in (8, 16, 24, 32) if p > longest and p < 2 * longest})
@@ -88,9 +92,17 @@ def calibrate(
     advance("record answers")
     shapes = {}
     for shape in grid:
-        result = replay(drafter, model.embedding, answers, beam_width=shape.beam_width,
-                        beam_length=shape.beam_length, search_width=shape.search_width,
-                        max_tokens=max_tokens, prompts=prompts, lookup=lookup)
+        result = replay(
+            drafter,
+            model.embedding,
+            answers,
+            beam_width=shape.beam_width,
+            beam_length=shape.beam_length,
+            search_width=shape.search_width,
+            max_tokens=max_tokens,
+            prompts=prompts,
+            lookup=lookup,
+        )
         shapes[shape] = ShapeCost(result.tokens_per_step, draft_ms[shape], dict(result.packed))
         advance(f"replay {shape}")
     calibration = Calibration(device, dtype, verify_ms, 0.0, shapes)
@@ -104,7 +116,11 @@ def work_units(grid: Sequence[TreeShape]) -> int:
 
 
 def measure_overhead(
-    loaded: LoadedModel, drafter: RecurrentDrafter, prompt: list[int], calibration: Calibration, lookup: bool,
+    loaded: LoadedModel,
+    drafter: RecurrentDrafter,
+    prompt: list[int],
+    calibration: Calibration,
+    lookup: bool,
     tokens: int = 48,
 ) -> tuple[float, float]:
     """(ms per step that is neither draft nor verify, ms per AR token), from real decodes."""

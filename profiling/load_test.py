@@ -26,8 +26,8 @@ import httpx
 from redrafter_mlx.cli.bench import eval_texts
 from redrafter_mlx.profiling.bench import mlx_lm_folder, scratch_dir
 
-from redrafter_mlx.runtime.fastblas import find_openblas
 from redrafter_mlx.formats.loading import load as load_model
+from redrafter_mlx.runtime.fastblas import find_openblas
 
 
 def free_port() -> int:
@@ -62,8 +62,14 @@ def started(command: list[str], port: int, log: Path):
 
 
 async def one_request(client: httpx.AsyncClient, url: str, model: str, prompt: str, max_tokens: int) -> dict:
-    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
-            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     tic = time.perf_counter()
     first, text, usage = None, "", None
     async with client.stream("POST", f"{url}/chat/completions", json=body) as reply:
@@ -78,13 +84,18 @@ async def one_request(client: httpx.AsyncClient, url: str, model: str, prompt: s
                     first = time.perf_counter() - tic
                 text += piece
             usage = chunk.get("usage") or usage
-    return {"latency": time.perf_counter() - tic, "ttft": first or 0.0, "text": text,
-            "tokens": (usage or {}).get("completion_tokens", 0)}
+    return {
+        "latency": time.perf_counter() - tic,
+        "ttft": first or 0.0,
+        "text": text,
+        "tokens": (usage or {}).get("completion_tokens", 0),
+    }
 
 
 async def load(url: str, model: str, prompts: list[str], concurrency: int, max_tokens: int) -> dict:
     gate = asyncio.Semaphore(concurrency)
     async with httpx.AsyncClient(timeout=600) as client:
+
         async def limited(prompt: str) -> dict:
             async with gate:
                 return await one_request(client, url, model, prompt, max_tokens)
@@ -94,11 +105,22 @@ async def load(url: str, model: str, prompts: list[str], concurrency: int, max_t
         wall = time.perf_counter() - tic
     latencies = sorted(r["latency"] for r in results)
     ttfts = sorted(r["ttft"] for r in results)
-    pick = lambda xs, q: xs[min(len(xs) - 1, int(q * len(xs)))]
-    return {"concurrency": concurrency, "requests": len(prompts), "wall_s": wall,
-            "requests_per_s": len(prompts) / wall, "tokens_per_s": sum(r["tokens"] for r in results) / wall,
-            "latency_p50": pick(latencies, 0.5), "latency_p95": pick(latencies, 0.95),
-            "ttft_p50": pick(ttfts, 0.5), "ttft_p95": pick(ttfts, 0.95), "texts": [r["text"] for r in results]}
+
+    def pick(xs: list[float], q: float) -> float:  # the q-quantile of sorted values
+        return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+    return {
+        "concurrency": concurrency,
+        "requests": len(prompts),
+        "wall_s": wall,
+        "requests_per_s": len(prompts) / wall,
+        "tokens_per_s": sum(r["tokens"] for r in results) / wall,
+        "latency_p50": pick(latencies, 0.5),
+        "latency_p95": pick(latencies, 0.95),
+        "ttft_p50": pick(ttfts, 0.5),
+        "ttft_p95": pick(ttfts, 0.95),
+        "texts": [r["text"] for r in results],
+    }
 
 
 def main() -> None:
@@ -116,10 +138,30 @@ def main() -> None:
     folder = str(mlx_lm_folder(load_model(args.model), Path(scratch.name)))  # the same weights, as mlx-lm loads them
     redrafter = shutil.which("redrafter") or str(Path(sys.executable).parent / "redrafter")
     servers = {
-        "redrafter serve": lambda port: [redrafter, "serve", "--model", args.model, "--port", str(port),
-                                         "--max-batch", str(max(levels)), "--model-id", "m", *args.serve_args.split()],
-        "mlx_lm.server": lambda port: [sys.executable, "-m", "mlx_lm.server", "--model", folder, "--port", str(port),
-                                       "--decode-concurrency", str(max(levels))],
+        "redrafter serve": lambda port: [
+            redrafter,
+            "serve",
+            "--model",
+            args.model,
+            "--port",
+            str(port),
+            "--max-batch",
+            str(max(levels)),
+            "--model-id",
+            "m",
+            *args.serve_args.split(),
+        ],
+        "mlx_lm.server": lambda port: [
+            sys.executable,
+            "-m",
+            "mlx_lm.server",
+            "--model",
+            folder,
+            "--port",
+            str(port),
+            "--decode-concurrency",
+            str(max(levels)),
+        ],
     }
     rows = []
     for name, command in servers.items():
@@ -134,8 +176,10 @@ def main() -> None:
     print("\n| server | concurrency | requests/s | tokens/s | latency p50 / p95 (s) | first token p50 / p95 (s) |")
     print("|---|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['server']} | {r['concurrency']} | {r['requests_per_s']:.2f} | {r['tokens_per_s']:.1f} | "
-              f"{r['latency_p50']:.1f} / {r['latency_p95']:.1f} | {r['ttft_p50']:.2f} / {r['ttft_p95']:.2f} |")
+        print(
+            f"| {r['server']} | {r['concurrency']} | {r['requests_per_s']:.2f} | {r['tokens_per_s']:.1f} | "
+            f"{r['latency_p50']:.1f} / {r['latency_p95']:.1f} | {r['ttft_p50']:.2f} / {r['ttft_p95']:.2f} |"
+        )
     ours = {r["concurrency"]: r["texts"] for r in rows if r["server"] == "redrafter serve"}
     peer = {r["concurrency"]: r["texts"] for r in rows if r["server"] == "mlx_lm.server"}
     for level in levels:

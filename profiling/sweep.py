@@ -28,8 +28,10 @@ def read_rows(csv_path: Path) -> list[dict]:
     if not csv_path.exists():
         return []
     with csv_path.open() as f:
-        return [{k: float(v) if k not in ("beam_width", "beam_length") else int(v) for k, v in row.items()}
-                for row in csv.DictReader(f)]
+        return [
+            {k: float(v) if k not in ("beam_width", "beam_length") else int(v) for k, v in row.items()}
+            for row in csv.DictReader(f)
+        ]
 
 
 def append_row(csv_path: Path, row: dict) -> None:
@@ -42,8 +44,11 @@ def append_row(csv_path: Path, row: dict) -> None:
 
 
 def run_sweep(
-    widths: list[int], lengths: list[int], out: Path, measure_cell: Callable[[int, int], dict],
-    on_cell: Callable[[int, int], None] = lambda w, l: None,
+    widths: list[int],
+    lengths: list[int],
+    out: Path,
+    measure_cell: Callable[[int, int], dict],
+    on_cell: Callable[[int, int], None] = lambda w, length: None,
 ) -> list[dict]:
     """Measure every missing (W, L) cell with `measure_cell` and append it to sweep.csv."""
     csv_path = out / "sweep.csv"
@@ -53,7 +58,7 @@ def run_sweep(
             if (width, length) not in done:
                 append_row(csv_path, {"beam_width": width, "beam_length": length, **measure_cell(width, length)})
             on_cell(width, length)
-    wanted = {(w, l) for w in widths for l in lengths}
+    wanted = {(w, length) for w in widths for length in lengths}
     return [r for r in read_rows(csv_path) if (r["beam_width"], r["beam_length"]) in wanted]
 
 
@@ -71,7 +76,7 @@ def plot_heatmap(rows: list[dict], metric: str, path: Path, title: str) -> Path:
     widths, lengths, values = grid(rows, metric)
     fig, ax = plt.subplots(figsize=(1.4 * len(lengths) + 2.5, 1.1 * len(widths) + 1.8), dpi=120)
     image = ax.imshow(values, cmap="viridis", origin="lower", aspect="auto")
-    ax.set_xticks(range(len(lengths)), [str(l) for l in lengths])
+    ax.set_xticks(range(len(lengths)), [str(length) for length in lengths])
     ax.set_yticks(range(len(widths)), [str(w) for w in widths])
     ax.set_xlabel("beam length L (incl. guaranteed token)")
     ax.set_ylabel("beam width W")
@@ -82,8 +87,16 @@ def plot_heatmap(rows: list[dict], metric: str, path: Path, title: str) -> Path:
     middle = np.nanmin(values) + (np.nanmax(values) - np.nanmin(values)) / 2
     for (i, j), value in np.ndenumerate(values):
         if not np.isnan(value):
-            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=11,
-                    color="black" if value > middle else "white", fontweight="bold" if (i, j) == best else None)
+            ax.text(
+                j,
+                i,
+                f"{value:.2f}",
+                ha="center",
+                va="center",
+                fontsize=11,
+                color="black" if value > middle else "white",
+                fontweight="bold" if (i, j) == best else None,
+            )
     ax.add_patch(plt.Rectangle((best[1] - 0.5, best[0] - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=3))
     fig.tight_layout()
     fig.savefig(path)
@@ -92,5 +105,6 @@ def plot_heatmap(rows: list[dict], metric: str, path: Path, title: str) -> Path:
 
 
 def plot_all(rows: list[dict], out: Path, subtitle: str) -> list[Path]:
-    return [plot_heatmap(rows, metric, out / f"{metric}.png", f"{label}\n{subtitle}")
-            for metric, label in METRICS.items()]
+    return [
+        plot_heatmap(rows, metric, out / f"{metric}.png", f"{label}\n{subtitle}") for metric, label in METRICS.items()
+    ]

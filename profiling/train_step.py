@@ -34,8 +34,12 @@ def step_ms(model: str, repeats: int = 5) -> dict[str, float]:
     tokens = mx.random.randint(0, cfg.token_subset_size, (positions, cfg.predict + 1))
     out = {}
     for soft in (0.0, 1.0):
-        step = nn.value_and_grad(drafter, lambda d: drafter_loss(
-            d, llm.model.embedding, hidden, tokens, index_map, cfg.predict, soft, (later, rows))[0])
+        step = nn.value_and_grad(
+            drafter,
+            lambda d: drafter_loss(d, llm.model.embedding, hidden, tokens, index_map, cfg.predict, soft, (later, rows))[
+                0
+            ],
+        )
         with loss_blas_threads(cfg.predict):
             mx.eval(step(drafter))
             times = []

@@ -22,9 +22,10 @@ import mlx.core as mx
 from . import runtime
 from .decoding import GenerationStats, Step, decode_steps
 from .drafting import TreeDrafter
-from .errors import InputError
 from .drafting.loading import load_draft_model, load_drafter_for
-from .formats.loading import DEFAULT_MODEL, LoadedModel, load as load_model, shipped_drafter
+from .errors import InputError
+from .formats.loading import DEFAULT_MODEL, LoadedModel, shipped_drafter
+from .formats.loading import load as load_model
 from .models.cache import KVCache
 from .options import DecodingOptions
 from .prompting import encode_prompt
@@ -65,28 +66,55 @@ class Pipeline:
             return None
         limit = self.drafter.max_beam_length
         if limit and options.beam_length and options.beam_length > limit:
-            raise InputError(f"this drafter drafts at most {limit - 1} tokens: beam length at most {limit}, "
-                             f"got {options.beam_length}")
-        found = plan_drafting(self.loaded.source, getattr(self.drafter, "source", None), runtime.device_name(),
-                              runtime.dtype_name(self.dtype), options.beam_width, options.beam_length,
-                              options.search_width, options.adaptive, options.lookup)
+            raise InputError(
+                f"this drafter drafts at most {limit - 1} tokens: beam length at most {limit}, "
+                f"got {options.beam_length}"
+            )
+        found = plan_drafting(
+            self.loaded.source,
+            getattr(self.drafter, "source", None),
+            runtime.device_name(),
+            runtime.dtype_name(self.dtype),
+            options.beam_width,
+            options.beam_length,
+            options.search_width,
+            options.adaptive,
+            options.lookup,
+        )
         if limit and found.longest.beam_length > limit:  # an auto shape deeper than the drafter drafts
-            found = replace(found, shape=replace(found.shape, beam_length=min(found.shape.beam_length, limit)),
-                            adapt=None)
+            found = replace(
+                found, shape=replace(found.shape, beam_length=min(found.shape.beam_length, limit)), adapt=None
+            )
         return found
 
-    def steps(self, ids: list[int], options: DecodingOptions, drafting: DraftPlan | None = None, *,
-              cache: KVCache | None = None, context: Sequence[int] = (),
-              timer: PhaseTimer | None = None) -> Iterator[Step]:
+    def steps(
+        self,
+        ids: list[int],
+        options: DecodingOptions,
+        drafting: DraftPlan | None = None,
+        *,
+        cache: KVCache | None = None,
+        context: Sequence[int] = (),
+        timer: PhaseTimer | None = None,
+    ) -> Iterator[Step]:
         """The decoding steps for prompt token ids (`decoding.decode_steps`): sampled as
         `options` say, drafted as `drafting` says (default: `plan(options)`); `cache` to
         continue, holding the tokens `context`; a phase `timer`."""
         if options.seed is not None:
             mx.random.seed(options.seed)
         drafting = drafting or self.plan(options)
-        return decode_steps(self.loaded.model, ids, self.drafter, drafting, max_tokens=options.max_tokens,
-                            sampler=options.sampler(), eos_ids=self.tokenizer.eos_token_ids, cache=cache,
-                            context=context, timer=timer)
+        return decode_steps(
+            self.loaded.model,
+            ids,
+            self.drafter,
+            drafting,
+            max_tokens=options.max_tokens,
+            sampler=options.sampler(),
+            eos_ids=self.tokenizer.eos_token_ids,
+            cache=cache,
+            context=context,
+            timer=timer,
+        )
 
 
 @dataclass
@@ -104,8 +132,12 @@ class Response:
         return self.tokens[-1] if self.tokens else None
 
 
-def load(model: str = DEFAULT_MODEL, drafter: str | bool | None = None, dtype: str | None = None,
-         draft_model: str | None = None) -> Pipeline:
+def load(
+    model: str = DEFAULT_MODEL,
+    drafter: str | bool | None = None,
+    dtype: str | None = None,
+    draft_model: str | None = None,
+) -> Pipeline:
     """Load an LLM (alias, folder, hub id or .gguf) and its drafter: `drafter` names a drafter
     folder or hub id of any kind; None takes the one shipped for the model (none: plain
     decoding); False never drafts. `draft_model` names a small LLM of the same tokenizer to
@@ -135,8 +167,11 @@ def stream_generate(
     `temp=0.7`, `beam_width=3`, ...; see `DecodingOptions`). Greedy at temp 0; sampling is
     exactly the LLM's distribution."""
     options = replace(options or DecodingOptions(), **fields)
-    ids = prompt if isinstance(prompt, list) else encode_prompt(
-        pipeline.tokenizer, prompt, system_prompt=system_prompt, vicuna=pipeline.loaded.is_vicuna)
+    ids = (
+        prompt
+        if isinstance(prompt, list)
+        else encode_prompt(pipeline.tokenizer, prompt, system_prompt=system_prompt, vicuna=pipeline.loaded.is_vicuna)
+    )
     yield from with_text(pipeline.tokenizer, pipeline.steps(ids, options))
 
 
@@ -156,7 +191,6 @@ def with_text(tokenizer, steps: Iterable[Step]) -> Iterator[Response]:
         yield Response(detokenizer.last_segment, [], stats)
 
 
-def generate(pipeline: Pipeline, prompt: str | list[int], options: DecodingOptions | None = None,
-             **fields: Any) -> str:
+def generate(pipeline: Pipeline, prompt: str | list[int], options: DecodingOptions | None = None, **fields: Any) -> str:
     """The whole answer as text; arguments as for `stream_generate`."""
     return "".join(response.text for response in stream_generate(pipeline, prompt, options, **fields))

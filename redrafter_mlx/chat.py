@@ -40,9 +40,7 @@ class ChatSession:
 
     def reset(self) -> None:
         """Forget the conversation (the cache is kept allocated and rewound)."""
-        self.messages: list[Message] = (
-            [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        )
+        self.messages: list[Message] = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         self.cache = getattr(self, "cache", None) or self.loaded.model.make_cache()
         self.cache.trim(0)
         self.cached_ids: list[int] = []
@@ -51,15 +49,15 @@ class ChatSession:
     def send(self, text: str) -> Iterator[Step]:
         """Stream the assistant's answer to `text`; the answer joins the history as it grows,
         so an interrupted answer is kept as far as it got."""
-        ids = encode_messages(self.loaded.tokenizer, [*self.messages, {"role": "user", "content": text}],
-                              vicuna=self.loaded.is_vicuna)
+        ids = encode_messages(
+            self.loaded.tokenizer, [*self.messages, {"role": "user", "content": text}], vicuna=self.loaded.is_vicuna
+        )
         keep = min(common_prefix(self.cached_ids, ids), len(ids) - 1)  # feed at least one token
         self.cache.trim(keep)
         self.cached_ids = self.cached_ids[:keep]
         self.reused_tokens = keep
         # Raises InputError when the conversation no longer fits the context: the turn is not kept.
-        steps = self.pipeline.steps(ids[keep:], self.options, self.drafting, cache=self.cache,
-                                    context=ids[:keep])
+        steps = self.pipeline.steps(ids[keep:], self.options, self.drafting, cache=self.cache, context=ids[:keep])
         self.messages += [{"role": "user", "content": text}, {"role": "assistant", "content": ""}]
         answer: list[int] = []
         try:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 
-from .sampling import Sampler, make_greedy_or_sampler
 from .errors import InputError
+from .sampling import Sampler, make_greedy_or_sampler
 
 SAMPLING_FIELDS = ("temp", "top_p", "top_k", "seed")
 TREE_FIELDS = ("beam_width", "beam_length", "search_width", "lookup", "adaptive")

@@ -19,8 +19,9 @@ def greedy(scores: mx.array) -> mx.array:
     return mx.argmax(scores, axis=-1)
 
 
-def make_greedy_or_sampler(temp: float = 0.0, top_p: float = 0.0, top_k: int = 0,
-                           key: mx.array | None = None) -> Sampler:
+def make_greedy_or_sampler(
+    temp: float = 0.0, top_p: float = 0.0, top_k: int = 0, key: mx.array | None = None
+) -> Sampler:
     """`greedy` at temp 0, otherwise mlx-lm's top-p/top-k then categorical sampler. With a
     PRNG `key` the draw uses it instead of MLX's global generator (mlx-lm's sampler has no
     key), so rows of a batch sample independently, each from its own request's seed."""

@@ -21,12 +21,12 @@ import sentencepiece as spm
 import torch
 import torch.nn.functional as F
 from mlx.utils import tree_flatten
+from redrafter_mlx.cli.main import load_commands
 from safetensors.torch import save_file
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 from typer.testing import CliRunner
 
-from redrafter_mlx.cli.main import load_commands
 from redrafter_mlx.decoding.loop import GenerationStats, generate_ar
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.kinds.eagle import Eagle
@@ -41,8 +41,12 @@ from redrafter_mlx.tuning.calibration import Calibration, ShapeCost
 # --- tiny random Llamas and decoding ------------------------------------------------------
 
 PROMPTS = ["What is the capital of France?", "Name three colours of the rainbow."]
-MORE_PROMPTS = [*PROMPTS, "Write a Python function that reverses a string.", "List the planets of the solar system.",
-                "Say hello."]
+MORE_PROMPTS = [
+    *PROMPTS,
+    "Write a Python function that reverses a string.",
+    "List the planets of the solar system.",
+    "Say hello.",
+]
 PROBE = mx.array([[1, 520, 33, 871, 4000, 12]])  # token ids (1, 6) whose logits loaded models must agree on
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "chat_template.jinja")
 
@@ -102,8 +106,13 @@ def first_layers(model: Model, count: int) -> Model:
     args = copy.copy(model.args)
     args.num_hidden_layers = count
     cut = Model(args)
-    cut.load_weights([(k, v) for k, v in tree_flatten(model.parameters())
-                      if not k.startswith("model.layers.") or int(k.split(".")[2]) < count])
+    cut.load_weights(
+        [
+            (k, v)
+            for k, v in tree_flatten(model.parameters())
+            if not k.startswith("model.layers.") or int(k.split(".")[2]) < count
+        ]
+    )
     return cut
 
 
@@ -154,9 +163,19 @@ def random_drafter(vocab: int, hidden: int, seed: int = 0, tied: bool = False) -
 
 def random_eagle(vocab: int, hidden: int, heads: int, kv_heads: int, seed: int = 0) -> Eagle:
     mx.random.seed(seed)
-    eagle = Eagle({"model_type": "eagle_drafter", "hidden_size": hidden, "intermediate_size": 2 * hidden,
-                   "num_attention_heads": heads, "num_key_value_heads": kv_heads, "num_hidden_layers": 1,
-                   "rms_norm_eps": 1e-5, "vocab_size": vocab, "rope_theta": 10000.0})
+    eagle = Eagle(
+        {
+            "model_type": "eagle_drafter",
+            "hidden_size": hidden,
+            "intermediate_size": 2 * hidden,
+            "num_attention_heads": heads,
+            "num_key_value_heads": kv_heads,
+            "num_hidden_layers": 1,
+            "rms_norm_eps": 1e-5,
+            "vocab_size": vocab,
+            "rope_theta": 10000.0,
+        }
+    )
     mx.eval(eagle.parameters())
     return eagle
 
@@ -228,7 +247,7 @@ def chi_square_p_value(counts: Counter, probs: dict, n: int) -> float:
 
 # --- synthetic device cost curves ------------------------------------------------------------
 
-SHAPE_GRID = [TreeShape(w, l, s) for w in (1, 2, 3, 4, 6, 8) for l in (2, 3, 4, 5, 6, 7) for s in {w, 16}]
+SHAPE_GRID = [TreeShape(w, length, s) for w in (1, 2, 3, 4, 6, 8) for length in (2, 3, 4, 5, 6, 7) for s in {w, 16}]
 
 
 def synthetic_costs(accept: float = 0.6) -> dict[TreeShape, ShapeCost]:
@@ -259,12 +278,18 @@ def gpu_like() -> Calibration:
 REDRAFTER = shutil.which("redrafter") or str(Path(sys.executable).parent / "redrafter")
 
 
-def run_redrafter(*args: str, env: dict | None = None, stdin: str | None = None,
-                  cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_redrafter(
+    *args: str, env: dict | None = None, stdin: str | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
     """The installed `redrafter` as a user runs it: a subprocess (wide COLUMNS: rich wraps at 80)."""
     return subprocess.run(
-        [REDRAFTER, *args], capture_output=True, text=True, input=stdin, timeout=600,
-        env={**os.environ, "COLUMNS": "200", **(env or {})}, cwd=cwd,
+        [REDRAFTER, *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+        cwd=cwd,
     )
 
 
@@ -326,10 +351,16 @@ def eagle_upstream_state(config: dict, seed: int = 0) -> dict[str, torch.Tensor]
     state = {"embed_tokens.weight": rand(v, h), "fc.weight": rand(h, 2 * h), "fc.bias": rand(h)}
     for i in range(config["num_hidden_layers"]):
         p = f"layers.{i}."
-        state |= {p + "self_attn.q_proj.weight": rand(h, h), p + "self_attn.k_proj.weight": rand(kv, h),
-                  p + "self_attn.v_proj.weight": rand(kv, h), p + "self_attn.o_proj.weight": rand(h, h),
-                  p + "mlp.gate_proj.weight": rand(inter, h), p + "mlp.up_proj.weight": rand(inter, h),
-                  p + "mlp.down_proj.weight": rand(h, inter), p + "post_attention_layernorm.weight": 1 + rand(h)}
+        state |= {
+            p + "self_attn.q_proj.weight": rand(h, h),
+            p + "self_attn.k_proj.weight": rand(kv, h),
+            p + "self_attn.v_proj.weight": rand(kv, h),
+            p + "self_attn.o_proj.weight": rand(h, h),
+            p + "mlp.gate_proj.weight": rand(inter, h),
+            p + "mlp.up_proj.weight": rand(inter, h),
+            p + "mlp.down_proj.weight": rand(h, inter),
+            p + "post_attention_layernorm.weight": 1 + rand(h),
+        }
         if i:
             state[p + "input_layernorm.weight"] = 1 + rand(h)
     return state
@@ -427,16 +458,26 @@ class TorchSpeculator(torch.nn.Module):
         return out
 
 
-def write_speculator_upstream(folder: Path, tie: bool, scale: bool, layout: str,
-                              sizes: SpeculatorSizes = SPECULATOR) -> TorchSpeculator:
+def write_speculator_upstream(
+    folder: Path, tie: bool, scale: bool, layout: str, sizes: SpeculatorSizes = SPECULATOR
+) -> TorchSpeculator:
     """An upstream MLP-speculator checkpoint folder: layout "hf-bin" (`speculator.` keys,
     torch.save), "fms-pt" (bare keys, torch.save) or "hf-safetensors" (shared tensors stored once)."""
     torch.manual_seed(int(tie) * 2 + int(scale))
     model = TorchSpeculator(tie, scale, sizes)
     folder.mkdir(parents=True)
-    config = {"model_type": "mlp_speculator", "architectures": ["MLPSpeculatorPreTrainedModel"],
-              "emb_dim": sizes.emb, "inner_dim": sizes.inner, "n_predict": sizes.n, "vocab_size": sizes.vocab,
-              "top_k_tokens_per_head": [4, 3, 2], "n_candidates": 5, "tie_weights": tie, "scale_input": scale}
+    config = {
+        "model_type": "mlp_speculator",
+        "architectures": ["MLPSpeculatorPreTrainedModel"],
+        "emb_dim": sizes.emb,
+        "inner_dim": sizes.inner,
+        "n_predict": sizes.n,
+        "vocab_size": sizes.vocab,
+        "top_k_tokens_per_head": [4, 3, 2],
+        "n_candidates": 5,
+        "tie_weights": tie,
+        "scale_input": scale,
+    }
     (folder / "config.json").write_text(json.dumps(config))
     if layout == "fms-pt":
         torch.save(model.state_dict(), folder / "model.pt")
@@ -492,12 +533,30 @@ def write_sentencepiece_tokenizer(folder: Path) -> Path:
     Returns the tokenizer.model path."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "corpus.txt").write_text("\n".join(SENTENCEPIECE_CORPUS * 20))
-    spm.SentencePieceTrainer.train(input=str(folder / "corpus.txt"), model_prefix=str(folder / "tokenizer"),
-                                   vocab_size=400, model_type="bpe", byte_fallback=True, unk_id=0, bos_id=1,
-                                   eos_id=2, pad_id=-1, minloglevel=2)
-    (folder / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
-        "add_bos_token": True, "add_eos_token": False}))
+    spm.SentencePieceTrainer.train(
+        input=str(folder / "corpus.txt"),
+        model_prefix=str(folder / "tokenizer"),
+        vocab_size=400,
+        model_type="bpe",
+        byte_fallback=True,
+        unk_id=0,
+        bos_id=1,
+        eos_id=2,
+        pad_id=-1,
+        minloglevel=2,
+    )
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "LlamaTokenizer",
+                "bos_token": "<s>",
+                "eos_token": "</s>",
+                "unk_token": "<unk>",
+                "add_bos_token": True,
+                "add_eos_token": False,
+            }
+        )
+    )
     return folder / "tokenizer.model"
 
 
@@ -514,9 +573,22 @@ def training_llm(seed: int = 0) -> tuple[Model, dict]:
 
 def train_config(**kw) -> TrainConfig:
     """A small, fast training run; `kw` overrides."""
-    base = {"exit_dim": 64, "num_draft_layers": 1, "rnn": True, "head_tied": False, "token_subset_size": None,
-            "predict": 3, "lr": 3e-3, "warmup_steps": 5, "batch_positions": 256, "steps": 150,
-            "eval_every": 1000, "checkpoint_every": 1000, "eval_prompts": 0, "save_dtype": "float32"}
+    base = {
+        "exit_dim": 64,
+        "num_draft_layers": 1,
+        "rnn": True,
+        "head_tied": False,
+        "token_subset_size": None,
+        "predict": 3,
+        "lr": 3e-3,
+        "warmup_steps": 5,
+        "batch_positions": 256,
+        "steps": 150,
+        "eval_every": 1000,
+        "checkpoint_every": 1000,
+        "eval_prompts": 0,
+        "save_dtype": "float32",
+    }
     return TrainConfig(**(base | kw))
 
 
@@ -590,8 +662,22 @@ def train_cli(tmp_path, model, *options: str):
     data.write_text("".join(r.to_json() + "\n" for r in pattern_records(12, length=10)))
 
     def run(out, *args):
-        return invoke_cli("train", "-M", model, "--out", tmp_path / out, "--skip-distill", "--distill-data", data,
-                          "--eval-prompts", "0", "--batch-positions", "16", *options, *args)
+        return invoke_cli(
+            "train",
+            "-M",
+            model,
+            "--out",
+            tmp_path / out,
+            "--skip-distill",
+            "--distill-data",
+            data,
+            "--eval-prompts",
+            "0",
+            "--batch-positions",
+            "16",
+            *options,
+            *args,
+        )
 
     return run
 

@@ -42,8 +42,9 @@ def test_api_output_equals_plain_decoding(pipelines):
     assert "".join(r.text for r in streamed) == generate(plain, prompt, max_tokens=40)
     assert streamed[-1].stats.tokens_per_step > 1.0  # the drafter's tokens were accepted
     ids = redrafter.tokenizer.encode("The capital of France is")
-    assert [t for r in stream_generate(redrafter, ids, max_tokens=8) for t in r.tokens] == \
-        [t for r in stream_generate(plain, ids, max_tokens=8) for t in r.tokens]  # ids as given
+    assert [t for r in stream_generate(redrafter, ids, max_tokens=8) for t in r.tokens] == [
+        t for r in stream_generate(plain, ids, max_tokens=8) for t in r.tokens
+    ]  # ids as given
 
 
 def test_options_as_a_type_or_as_keywords_decode_the_same(pipelines):
@@ -54,8 +55,17 @@ def test_options_as_a_type_or_as_keywords_decode_the_same(pipelines):
     assert as_type != generate(redrafter, prompt, DecodingOptions(max_tokens=12), max_tokens=3)  # keywords win
 
 
-@pytest.mark.parametrize("field, value", [("beam_width", 0), ("max_tokens", 0), ("temp", float("inf")),
-                                          ("temp", float("nan")), ("top_p", 1.5), ("top_k", -1)])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("beam_width", 0),
+        ("max_tokens", 0),
+        ("temp", float("inf")),
+        ("temp", float("nan")),
+        ("top_p", 1.5),
+        ("top_k", -1),
+    ],
+)
 def test_bad_options_are_input_errors_before_anything_runs(pipelines, field, value):
     with pytest.raises(InputError, match=field):
         DecodingOptions(**{field: value})
@@ -71,7 +81,8 @@ def test_plain_python_gets_the_fast_blas_by_importing_the_package():
     script = "import redrafter_mlx; from redrafter_mlx.runtime.device import loaded_blas; print(loaded_blas())"
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env).stdout
     assert ("OpenBLAS" if find_openblas() else "reference BLAS") in out
-    late = subprocess.run([sys.executable, "-c", "import mlx.core; import redrafter_mlx"],
-                          capture_output=True, text=True, env=env)
+    late = subprocess.run(
+        [sys.executable, "-c", "import mlx.core; import redrafter_mlx"], capture_output=True, text=True, env=env
+    )
     if find_openblas():  # too late to switch: one warning that says how to fix it
         assert "LD_PRELOAD=" in late.stderr and late.returncode == 0

@@ -100,9 +100,14 @@ def test_the_import_linter_layers_contract_holds(installed_layout):
     """pyproject.toml's contract, run on the installed layout (where cli, profiling and
     quantize exist: the checkout's own `lint-imports` sees them as absent optional layers)."""
     lint_imports = Path(sys.executable).parent / "lint-imports"
-    result = subprocess.run([str(lint_imports), str(ROOT / "pyproject.toml"), "--no-cache", "--no-logo"],
-                            capture_output=True, text=True, cwd=installed_layout, timeout=300,
-                            env={"PATH": str(lint_imports.parent), "PYTHONPATH": str(installed_layout)})
+    result = subprocess.run(
+        [str(lint_imports), str(ROOT / "pyproject.toml"), "--no-cache", "--no-logo"],
+        capture_output=True,
+        text=True,
+        cwd=installed_layout,
+        timeout=300,
+        env={"PATH": str(lint_imports.parent), "PYTHONPATH": str(installed_layout)},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -138,6 +143,7 @@ def test_the_top_level_of_the_package_is_short():
 
 def imported_test_modules(path: Path) -> list[str]:
     """Imports of test modules (or conftest) by the file: test code is shared through helpers.py."""
+
     def is_test_module(name: str) -> bool:
         last = name.rsplit(".", 1)[-1]
         return last.startswith("test_") or last == "conftest"

@@ -11,8 +11,8 @@ import pytest
 from redrafter_mlx.decoding.batch import BatchDecoder, Request
 from redrafter_mlx.decoding.loop import generate_ar
 from redrafter_mlx.drafting import TreeShape
-from redrafter_mlx.errors import InputError
 from redrafter_mlx.drafting.loading import load_drafter_for
+from redrafter_mlx.errors import InputError
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.prompting import encode_prompt
 
@@ -32,8 +32,9 @@ from .helpers import (
 )
 
 
-def run_batch(decoder: BatchDecoder, requests: list[Request], join_every: int = 0,
-              stats: dict | None = None) -> dict[int, tuple[list[int], str]]:
+def run_batch(
+    decoder: BatchDecoder, requests: list[Request], join_every: int = 0, stats: dict | None = None
+) -> dict[int, tuple[list[int], str]]:
     """Decode `requests` (all at once, or one joining every `join_every` steps): handle ->
     (tokens, finish reason); `stats` (if given) collects each row's final stats."""
     tokens: dict[int, list[int]] = {}
@@ -104,13 +105,15 @@ def test_rows_accept_different_lengths_in_one_step(embedded, references):
     decoder.step()
     accepted = [row.stats.accepted_per_step[-1] for row in decoder.rows]
     assert len(set(accepted)) > 1, accepted
-    assert decoder.cache.lengths == [len(ids) + sum(row.stats.accepted_per_step)
-                                     for (ids, *_), row in zip(references, decoder.rows)]
+    assert decoder.cache.lengths == [
+        len(ids) + sum(row.stats.accepted_per_step) for (ids, *_), row in zip(references, decoder.rows)
+    ]
 
 
 def test_a_removed_row_leaves_at_once_and_the_others_go_on(embedded, references):
-    decoder = BatchDecoder(embedded.model, load_drafter_for(embedded, None), TreeShape(3, 4, 8),
-                           eos_ids=embedded.tokenizer.eos_token_ids)
+    decoder = BatchDecoder(
+        embedded.model, load_drafter_for(embedded, None), TreeShape(3, 4, 8), eos_ids=embedded.tokenizer.eos_token_ids
+    )
     for handle, (ids, n, *_) in enumerate(references):
         decoder.add(handle, Request(ids, DecodingOptions(max_tokens=n)))
     decoder.step()
@@ -123,7 +126,7 @@ def test_a_removed_row_leaves_at_once_and_the_others_go_on(embedded, references)
             tokens[update.handle] += update.tokens
     for handle in tokens:  # the rest of each answer, after what the first steps emitted
         expected = references[handle][2]
-        assert expected[len(expected) - len(tokens[handle]):] == tokens[handle]
+        assert expected[len(expected) - len(tokens[handle]) :] == tokens[handle]
 
 
 def test_at_most_one_host_read_per_step_for_the_whole_batch(embedded, references, monkeypatch):
@@ -157,8 +160,10 @@ def test_sampled_rows_have_the_llm_distribution_each_from_its_own_seed(temperatu
     accepted_drafts = 0
     for r in range(rounds):
         prompts = [TINY_PROMPT, OTHER_PROMPT] * 4
-        requests = [Request(p, DecodingOptions(max_tokens=seqs, temp=temperature, seed=8 * r + i))
-                    for i, p in enumerate(prompts)]
+        requests = [
+            Request(p, DecodingOptions(max_tokens=seqs, temp=temperature, seed=8 * r + i))
+            for i, p in enumerate(prompts)
+        ]
         finished = {}
         for handle, (tokens, _) in run_batch(decoder, requests, stats=finished).items():
             counts[tuple(prompts[handle])][tuple(tokens)] += 1
@@ -197,5 +202,7 @@ def test_the_readmes_batch_example_runs_and_matches_generate(capsys):
     pipeline = load("smollm2-135m")
     shape = pipeline.plan().shape
     tree = dict(beam_width=shape.beam_width, beam_length=shape.beam_length, search_width=shape.search_width)
-    assert printed == {h: generate(pipeline, text, max_tokens=48, **tree)
-                       for h, text in enumerate(["Name three rivers.", "What is RoPE?"])}
+    assert printed == {
+        h: generate(pipeline, text, max_tokens=48, **tree)
+        for h, text in enumerate(["Name three rivers.", "What is RoPE?"])
+    }

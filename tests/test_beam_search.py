@@ -110,8 +110,9 @@ def reference_beam_search(model: NumpyDrafter, h, g, width, length, top_k):
 
 
 def run(drafter, embedding, h, g, width, length, top_k=50, search_width=None):
-    beams, scores = beam_search(drafter, mx.array(embedding), mx.array(h), mx.array(g), width, length, top_k,
-                                search_width)
+    beams, scores = beam_search(
+        drafter, mx.array(embedding), mx.array(h), mx.array(g), width, length, top_k, search_width
+    )
     return np.array(beams), np.array(scores)
 
 
@@ -222,8 +223,10 @@ def reference_choice(beams: list[list[int]], prefix_probs: list[list[float]], co
     prefixes not yet chosen carry the most probability (the first such beam on ties)."""
     chosen, covered = [], set()
     for _ in range(count):
-        gains = [sum(p for d, p in enumerate(probs) if tuple(beam[1 : d + 2]) not in covered)
-                 for beam, probs in zip(beams, prefix_probs)]
+        gains = [
+            sum(p for d, p in enumerate(probs) if tuple(beam[1 : d + 2]) not in covered)
+            for beam, probs in zip(beams, prefix_probs)
+        ]
         best = gains.index(max(gains))
         chosen.append(best)
         covered |= {tuple(beams[best][1 : d + 2]) for d in range(len(beams[best]) - 1)}

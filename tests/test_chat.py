@@ -38,8 +38,11 @@ def test_second_turn_reuses_the_cache_and_equals_a_fresh_run(embedded, use_draft
         {"role": "user", "content": "And of Italy?"},
     ]
     ids = encode_messages(embedded.tokenizer, history)
-    fresh = [t for step in generate_ar(embedded.model, ids, max_tokens=12,
-                                       eos_ids=embedded.tokenizer.eos_token_ids) for t in step.tokens]
+    fresh = [
+        t
+        for step in generate_ar(embedded.model, ids, max_tokens=12, eos_ids=embedded.tokenizer.eos_token_ids)
+        for t in step.tokens
+    ]
     assert second == fresh
     assert "Rome" in embedded.tokenizer.decode(second)
 
@@ -48,7 +51,9 @@ def test_piped_stdin_answers_one_prompt_per_line(drafter_folder):
     result = subprocess.run(
         [REDRAFTER, "chat", "-d", str(drafter_folder), "-m", "16"],
         input="What is the capital of France?\nAnd of Germany?\n/stats\n",
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr
     answers = result.stdout.strip().splitlines()
@@ -91,8 +96,9 @@ def test_interactive_chat_in_a_real_terminal(drafter_folder):
         wait_for(session, "conversation cleared")
         tmux("send-keys", "-t", session, "/quit", "Enter")
         deadline = time.time() + 30
-        while time.time() < deadline and session in subprocess.run(["tmux", "ls"], capture_output=True,
-                                                                       text=True).stdout:
+        while (
+            time.time() < deadline and session in subprocess.run(["tmux", "ls"], capture_output=True, text=True).stdout
+        ):
             time.sleep(0.5)
         assert session not in subprocess.run(["tmux", "ls"], capture_output=True, text=True).stdout
     finally:

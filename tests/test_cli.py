@@ -39,19 +39,31 @@ def test_greedy_ar_matches_mlx_lm_on_the_exported_model(tmp_path):
     assert exported.returncode == 0, exported.stderr
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in AR_PROMPTS))
-    result = run_redrafter("generate", "--mode", "ar", "--prompts-file", str(prompts), "-m", "24", "--json",
-                           "-M", str(folder))
+    result = run_redrafter(
+        "generate", "--mode", "ar", "--prompts-file", str(prompts), "-m", "24", "--json", "-M", str(folder)
+    )
     assert result.returncode == 0, result.stderr
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["prompt"] for r in records] == AR_PROMPTS
     model, tokenizer = mlx_lm_load(str(folder))
     for r in records:
-        assert set(r) >= {"prompt", "prompt_tokens", "tokens", "text", "num_tokens", "steps", "tokens_per_step",
-                          "prompt_tps", "generation_tps", "peak_memory_gb"}
+        assert set(r) >= {
+            "prompt",
+            "prompt_tokens",
+            "tokens",
+            "text",
+            "num_tokens",
+            "steps",
+            "tokens_per_step",
+            "prompt_tps",
+            "generation_tps",
+            "peak_memory_gb",
+        }
         expected = [
             response.token
-            for response in stream_generate(model, tokenizer, mx.array(r["prompt_tokens"]), max_tokens=24,
-                                            sampler=make_sampler(0.0))
+            for response in stream_generate(
+                model, tokenizer, mx.array(r["prompt_tokens"]), max_tokens=24, sampler=make_sampler(0.0)
+            )
             if response.token not in tokenizer.eos_token_ids
         ]
         assert r["tokens"] == expected
@@ -75,8 +87,9 @@ def test_info_reports_fast_blas_after_reexec():
         assert ("blas=OpenBLAS" if find_openblas() else "reference BLAS (slow") in result.stdout
     else:
         assert "blas=Accelerate" in result.stdout
-    disabled = subprocess.run([REDRAFTER, "info"], capture_output=True, text=True,
-                              env={**env, "COLUMNS": "300", "REDRAFTER_NO_OPENBLAS": "1"})
+    disabled = subprocess.run(
+        [REDRAFTER, "info"], capture_output=True, text=True, env={**env, "COLUMNS": "300", "REDRAFTER_NO_OPENBLAS": "1"}
+    )
     assert disabled.returncode == 0, disabled.stderr
     assert "blas=OpenBLAS" not in disabled.stdout
 
@@ -126,28 +139,60 @@ def test_wheel_installs_cli_under_the_package_namespace(tmp_path):
     root = Path(__file__).resolve().parents[1]
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target),
-         str(root)],
-        check=True, capture_output=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(root),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
     )
     top_level = {p.name for p in target.iterdir() if not p.name.endswith((".dist-info", ".egg-info"))}
     assert top_level == {"redrafter_mlx", "bin"} or top_level == {"redrafter_mlx"}
-    runtime = ("cli/main.py", "quantize/__init__.py", "profiling/bench.py", "models/llama.py", "training/loop.py",
-               "decoding/loop.py", "drafting/kinds/rnn.py", "assets/token_corpus.txt.gz",
-               "assets/eval_prompts.jsonl", *(f"assets/drafters/smollm2-135m/{name}" for name in (
-                   "model.safetensors", "config.json", "ngrams.safetensors", "calibration.json", "README.md")))
+    runtime = (
+        "cli/main.py",
+        "quantize/__init__.py",
+        "profiling/bench.py",
+        "models/llama.py",
+        "training/loop.py",
+        "decoding/loop.py",
+        "drafting/kinds/rnn.py",
+        "assets/token_corpus.txt.gz",
+        "assets/eval_prompts.jsonl",
+        *(
+            f"assets/drafters/smollm2-135m/{name}"
+            for name in ("model.safetensors", "config.json", "ngrams.safetensors", "calibration.json", "README.md")
+        ),
+    )
     for sub in runtime:
         assert (target / "redrafter_mlx" / sub).exists(), sub
     installed = {p.name for p in (target / "redrafter_mlx").rglob("*")}
     assert not installed & {"train_prompts.jsonl", "build_prompts.py", "distill.jsonl.gz", "handwritten_bulk.jsonl"}
     env = {**os.environ, "PYTHONPATH": str(target)}
-    help_text = subprocess.run([sys.executable, "-m", "redrafter_mlx.cli", "--help"], capture_output=True,
-                               text=True, cwd=tmp_path, env=env, timeout=300)
+    help_text = subprocess.run(
+        [sys.executable, "-m", "redrafter_mlx.cli", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
     assert help_text.returncode == 0 and "generate" in help_text.stdout, help_text.stderr
-    script = ("import redrafter_mlx; from redrafter_mlx import load, generate\n"
-              "print(redrafter_mlx.__file__); print(generate(load(), 'What is the capital of France?', max_tokens=8))")
-    api = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env,
-                         timeout=300)
+    script = (
+        "import redrafter_mlx; from redrafter_mlx import load, generate\n"
+        "print(redrafter_mlx.__file__); print(generate(load(), 'What is the capital of France?', max_tokens=8))"
+    )
+    api = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300
+    )
     assert api.returncode == 0, api.stderr
     assert api.stdout.startswith(str(target)) and "Paris" in api.stdout  # the installed copy, not the checkout
 
@@ -158,8 +203,9 @@ def test_profile_writes_a_chrome_trace_with_every_phase(tmp_path, write_tiny_fol
     model = write_tiny_folder(tmp_path / "model")
     drafter = save_drafter(random_drafter(49152, 64, tied=True), tmp_path / "drafter")
     trace = tmp_path / "trace.json"
-    result = invoke_cli("generate", "-M", model, "-d", drafter, "-p", "Hello", "-m", "6", "--profile", "--json",
-                        "--trace", trace)
+    result = invoke_cli(
+        "generate", "-M", model, "-d", drafter, "-p", "Hello", "-m", "6", "--profile", "--json", "--trace", trace
+    )
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout.splitlines()[0])
     phases = {"prefill", "draft", "pack", "verify", "accept", "cache"}
@@ -174,8 +220,9 @@ def test_bench_runs_all_three_decoders_on_the_same_prompts(tmp_path, write_tiny_
 
     model = write_tiny_folder(tmp_path / "model")
     drafter = save_drafter(random_drafter(49152, 64, tied=True), tmp_path / "drafter")
-    result = invoke_cli("bench", "-M", str(model), "-d", str(drafter), "-w", "2", "-l", "3", "-s", "5", "-n", "3",
-                    "-m", "12", "--json")
+    result = invoke_cli(
+        "bench", "-M", str(model), "-d", str(drafter), "-w", "2", "-l", "3", "-s", "5", "-n", "3", "-m", "12", "--json"
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout.splitlines()[-1])
     names = [m["name"] for m in report["methods"]]
@@ -188,14 +235,49 @@ def test_bench_runs_all_three_decoders_on_the_same_prompts(tmp_path, write_tiny_
     assert 1.0 <= redrafter["tokens_per_step"] <= 3.0
     assert 0 < redrafter["compression"] <= 1.0
     assert report["methods"][0]["speedup_vs_first"] == 1.0
-    replayed = invoke_cli("bench", "-M", str(model), "-d", str(drafter), "-w", "2", "-l", "3", "-s", "5", "-n", "3",
-                      "-m", "12", "--json", "--replay")
+    replayed = invoke_cli(
+        "bench",
+        "-M",
+        str(model),
+        "-d",
+        str(drafter),
+        "-w",
+        "2",
+        "-l",
+        "3",
+        "-s",
+        "5",
+        "-n",
+        "3",
+        "-m",
+        "12",
+        "--json",
+        "--replay",
+    )
     assert replayed.exit_code == 0, replayed.output
     counted = json.loads(replayed.stdout.splitlines()[-1])
     assert (counted["tokens_per_step"], counted["steps"]) == (redrafter["tokens_per_step"], redrafter["steps"])
     assert report["lookup"] is counted["lookup"] is True
-    plain = invoke_cli("bench", "-M", str(model), "-d", str(drafter), "-w", "2", "-l", "3", "-s", "5", "-n", "3",
-                   "-m", "12", "--json", "--replay", "--no-lookup")
+    plain = invoke_cli(
+        "bench",
+        "-M",
+        str(model),
+        "-d",
+        str(drafter),
+        "-w",
+        "2",
+        "-l",
+        "3",
+        "-s",
+        "5",
+        "-n",
+        "3",
+        "-m",
+        "12",
+        "--json",
+        "--replay",
+        "--no-lookup",
+    )
     assert json.loads(plain.stdout.splitlines()[-1])["lookup"] is False
 
 
@@ -228,13 +310,29 @@ def test_tune_stores_a_calibration_that_the_defaults_then_use(tmp_path, write_ti
     monkeypatch.setenv("REDRAFTER_CACHE_DIR", str(tmp_path / "cache"))
     model = write_tiny_folder(tmp_path / "model")
     drafter = save_drafter(random_drafter(49152, 64, tied=True), tmp_path / "drafter")
-    result = invoke_cli("tune", "-M", str(model), "-d", str(drafter), "--beam-widths", "1,2", "--beam-lengths", "2,3",
-                    "--search-widths", "1,4", "-n", "2", "-m", "12", "--json")
+    result = invoke_cli(
+        "tune",
+        "-M",
+        str(model),
+        "-d",
+        str(drafter),
+        "--beam-widths",
+        "1,2",
+        "--beam-lengths",
+        "2,3",
+        "--search-widths",
+        "1,4",
+        "-n",
+        "2",
+        "-m",
+        "12",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     tuned = json.loads(result.stdout.splitlines()[-1])
     assert tuned["path"].startswith(str(tmp_path / "cache"))
     shapes = {(s["beam_width"], s["beam_length"], s["search_width"]) for s in tuned["shapes"]}
-    assert shapes == {(w, l, s) for w in (1, 2) for l in (2, 3) for s in (w, 4)}
+    assert shapes == {(w, length, s) for w in (1, 2) for length in (2, 3) for s in (w, 4)}
     assert set(tuned["verify_ms"]) >= {str(p) for p in range(1, 1 + 2 * 2 + 1)}
     assert all(s["draft_ms"] > 0 and 1.0 <= s["tokens_per_step"] <= s["beam_length"] for s in tuned["shapes"])
     from redrafter_mlx.tuning.calibration import Calibration
@@ -245,13 +343,34 @@ def test_tune_stores_a_calibration_that_the_defaults_then_use(tmp_path, write_ti
     report = json.loads(bench.stdout.splitlines()[-1])
     assert report["calibrated"] is True
     assert (report["beam_width"], report["beam_length"], report["search_width"]) == (
-        best.beam_width, best.beam_length, best.search_width)
+        best.beam_width,
+        best.beam_length,
+        best.search_width,
+    )
     assert all(m["identical_to_ar"] for m in report["methods"])
-    explicit = invoke_cli("bench", "-M", str(model), "-d", str(drafter), "-w", "1", "-l", "2", "-s", "1", "-n", "1",
-                      "-m", "4", "--json", "--skip-mlx-lm")
+    explicit = invoke_cli(
+        "bench",
+        "-M",
+        str(model),
+        "-d",
+        str(drafter),
+        "-w",
+        "1",
+        "-l",
+        "2",
+        "-s",
+        "1",
+        "-n",
+        "1",
+        "-m",
+        "4",
+        "--json",
+        "--skip-mlx-lm",
+    )
     assert (json.loads(explicit.stdout.splitlines()[-1])["beam_width"]) == 1  # explicit values win
-    compared = invoke_cli("bench", "-M", str(model), "-d", str(drafter), "--trees", "auto,static,2x3x4", "-n", "3",
-                      "-m", "8", "--json")
+    compared = invoke_cli(
+        "bench", "-M", str(model), "-d", str(drafter), "--trees", "auto,static,2x3x4", "-n", "3", "-m", "8", "--json"
+    )
     assert compared.exit_code == 0, compared.output
     methods = json.loads(compared.stdout.splitlines()[-1])["methods"]
     assert [m["name"] for m in methods] == ["AR (ours)", f"auto ({best})", f"static ({best})", "W=2 L=3 S=4"]
@@ -285,11 +404,13 @@ def test_a_prompt_that_is_not_utf8_is_one_line_error():
 
 def test_a_bug_inside_decoding_shows_its_traceback_and_asks_for_a_report():
     """Bad input is one line; a bug (here an error raised inside the decoder) is not hidden."""
-    script = ("import sys, redrafter_mlx.decoding.loop as d\n"
-              "def broken(*args, **kwargs):\n    raise ValueError('internal shape mismatch')\n"
-              "d.generate_redrafter = broken\n"
-              "from redrafter_mlx.cli.main import main\n"
-              "sys.argv = ['redrafter', 'generate', '-p', 'hi', '-m', '4']\nmain()\n")
+    script = (
+        "import sys, redrafter_mlx.decoding.loop as d\n"
+        "def broken(*args, **kwargs):\n    raise ValueError('internal shape mismatch')\n"
+        "d.generate_redrafter = broken\n"
+        "from redrafter_mlx.cli.main import main\n"
+        "sys.argv = ['redrafter', 'generate', '-p', 'hi', '-m', '4']\nmain()\n"
+    )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert result.returncode == 1
     assert "Traceback" in result.stderr and "ValueError: internal shape mismatch" in result.stderr
@@ -300,8 +421,8 @@ def test_a_bug_inside_decoding_shows_its_traceback_and_asks_for_a_report():
 def test_decoding_flags_are_the_options_type_with_its_defaults(command, max_tokens):
     """Every command's decoding flags come from `DecodingOptions` (one definition, one default)."""
     import typer.main
-
     from redrafter_mlx.cli.main import load_commands
+
     from redrafter_mlx.options import SAMPLING_FIELDS, TREE_FIELDS, DecodingOptions
 
     params = {p.name: p for p in typer.main.get_command(load_commands()).commands[command].params}

@@ -64,7 +64,9 @@ def test_ctrl_c_with_json_still_prints_the_partial_answer(tmp_path, write_tiny_f
     drafter = save_drafter(random_drafter(49152, 64, tied=True), tmp_path / "drafter")
     process = subprocess.Popen(
         [REDRAFTER, "generate", "-M", str(model), "-d", str(drafter), "-p", "hi", "-m", "50000", "--json", "-v"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         # A test run started in the background inherits SIGINT ignored; a terminal's user does not.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
@@ -82,8 +84,12 @@ def test_ctrl_c_with_json_still_prints_the_partial_answer(tmp_path, write_tiny_f
 
 def test_a_chat_line_that_is_not_utf8_is_skipped_with_one_line(tiny):
     model, drafter = tiny
-    result = subprocess.run([REDRAFTER, "chat", "-M", model, "-d", drafter, "-m", "3"],
-                            input=b"hi\n\xff\xfe not text\nhello\n", capture_output=True, timeout=600)
+    result = subprocess.run(
+        [REDRAFTER, "chat", "-M", model, "-d", drafter, "-m", "3"],
+        input=b"hi\n\xff\xfe not text\nhello\n",
+        capture_output=True,
+        timeout=600,
+    )
     assert result.returncode == 1
     errors = [line for line in result.stderr.decode().splitlines() if line.startswith("error:")]
     assert errors == ["error: the prompt is not valid UTF-8 text"]

@@ -24,19 +24,19 @@ from mlx.utils import tree_flatten
 from safetensors.torch import save_file
 from torch import nn
 
-from redrafter_mlx.drafting.beam_search import beam_search
-from redrafter_mlx.drafting.kinds.rnn_convert import convert_drafter
 from redrafter_mlx.decoding.loop import generate_ar, generate_redrafter
 from redrafter_mlx.drafting import TreeShape
-from redrafter_mlx.tuning import DraftPlan
+from redrafter_mlx.drafting.beam_search import beam_search
 from redrafter_mlx.drafting.kinds.rnn import RecurrentDrafter, untie_head
 from redrafter_mlx.drafting.kinds.rnn import load as load_drafter
 from redrafter_mlx.drafting.kinds.rnn import save as save_drafter
+from redrafter_mlx.drafting.kinds.rnn_convert import convert_drafter
+from redrafter_mlx.drafting.loading import load_drafter_for
 from redrafter_mlx.errors import DrafterLoadError
 from redrafter_mlx.formats.checkpoint import TORCH_HINT
-from redrafter_mlx.drafting.loading import load_drafter_for
 from redrafter_mlx.formats.loading import EMBEDDED, SHIPPED_DRAFTERS
 from redrafter_mlx.prompting import encode_prompt
+from redrafter_mlx.tuning import DraftPlan
 
 from .helpers import TorchResBlock, assert_one_line_error, invoke_cli, word_corpus, write_word_tokenizer
 
@@ -82,9 +82,15 @@ def write_checkpoint(folder: Path, state: State | dict, file: str, exit_dim: int
     """A reference config.json (with fields the converter ignores) and the weights file."""
     folder.mkdir(parents=True, exist_ok=True)
     config = {
-        "architectures": ["Drafter"], "model_type": "recurrent_drafting_drafter",
-        "vocab_size": VOCAB, "hidden_size": HIDDEN, "exit_dim": exit_dim,
-        "num_draft_layers": LAYERS, "rnn": True, "emb_norm": False, "rms_norm_eps": 1e-6,
+        "architectures": ["Drafter"],
+        "model_type": "recurrent_drafting_drafter",
+        "vocab_size": VOCAB,
+        "hidden_size": HIDDEN,
+        "exit_dim": exit_dim,
+        "num_draft_layers": LAYERS,
+        "rnn": True,
+        "emb_norm": False,
+        "rms_norm_eps": 1e-6,
     }
     (folder / "config.json").write_text(json.dumps(config))
     if file.endswith(".safetensors"):
@@ -108,7 +114,8 @@ class Format(NamedTuple):
 
 FORMATS = {
     "safetensors_reference": Format(
-        "model.safetensors", lambda s: s | {"emb_norm.weight": torch.ones(HIDDEN)}  # unused, dropped
+        "model.safetensors",
+        lambda s: s | {"emb_norm.weight": torch.ones(HIDDEN)},  # unused, dropped
     ),
     "bin_reference": Format("pytorch_model.bin", lambda s: s, src_is_file=True),
     "pt_training_checkpoint": Format("model.pt", lambda s: {"state_dict": s, "step": 7}),
@@ -141,8 +148,14 @@ def torch_logits(model: TorchDrafter, h: np.ndarray, state: np.ndarray) -> np.nd
 
 @torch.no_grad()
 def torch_beam_search(
-    model: TorchDrafter, embedding: np.ndarray, h: np.ndarray, token: int, width: int, length: int,
-    top_k: int = 50, kept: np.ndarray | None = None,
+    model: TorchDrafter,
+    embedding: np.ndarray,
+    h: np.ndarray,
+    token: int,
+    width: int,
+    length: int,
+    top_k: int = 50,
+    kept: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The reference beam search with whole-tensor torch ops: beam 0 at 0, others at LOG_0;
     top-k warp to -inf, log_softmax, keep the W best of W x V; L counts the given token.
@@ -199,10 +212,15 @@ def test_converted_drafter_matches_torch(tmp_path, name):
 
 
 # tolerance: max |error| relative to max |logit| (measured: 0.0008, 0.006, 0.011, 0.16)
-@pytest.mark.parametrize(("dtype", "bits", "group_size", "tolerance"), [
-    ("float16", None, None, 0.003), ("bfloat16", None, None, 0.02),
-    ("float32", 8, 32, 0.03), ("float16", 4, 64, 0.3),
-])
+@pytest.mark.parametrize(
+    ("dtype", "bits", "group_size", "tolerance"),
+    [
+        ("float16", None, None, 0.003),
+        ("bfloat16", None, None, 0.02),
+        ("float32", 8, 32, 0.03),
+        ("float16", 4, 64, 0.3),
+    ],
+)
 def test_dtype_and_quantization(tmp_path, reference, reference_folder, dtype, bits, group_size, tolerance):
     out = tmp_path / "out"
     quant = ["-q", "--bits", bits, "--group-size", group_size] if bits else []
@@ -254,7 +272,9 @@ BROKEN = {
     "random_bin": ("pytorch_model.bin", None, random_bytes, "unreadable PyTorch checkpoint"),
     "missing_key": ("model.safetensors", lambda s: s.pop("rnn_w.weight"), None, "missing key 'rnn_w.weight'"),
     "wrong_shape": (
-        "model.safetensors", lambda s: s.update({"lm_head.0.linear.weight": torch.zeros(64, 63)}), None,
+        "model.safetensors",
+        lambda s: s.update({"lm_head.0.linear.weight": torch.zeros(64, 63)}),
+        None,
         WRONG_SHAPE,
     ),
     "no_config": ("model.safetensors", None, lambda f: (f.parent / "config.json").unlink(), "no config.json"),
@@ -356,8 +376,13 @@ def write_llm_folder(folder: Path) -> Path:
     """All that `--head-tokens` reads of a target LLM: its config (the reference drafter's
     sizes) and a tokenizer with one word per id."""
     folder.mkdir(parents=True)
-    config = {"model_type": "llama", "vocab_size": VOCAB, "hidden_size": HIDDEN, "num_attention_heads": 4,
-              "eos_token_id": 2}
+    config = {
+        "model_type": "llama",
+        "vocab_size": VOCAB,
+        "hidden_size": HIDDEN,
+        "num_attention_heads": 4,
+        "eos_token_id": 2,
+    }
     (folder / "config.json").write_text(json.dumps(config))
     return write_word_tokenizer(folder, VOCAB)
 
@@ -391,14 +416,18 @@ def test_head_tokens_keep_the_top_ranked_rows_and_draft_only_them(tmp_path, refe
         np.testing.assert_allclose(np.array(scores), want_scores, atol=1e-4, rtol=0)
 
 
-@pytest.mark.parametrize(("args", "code", "message"), [
-    (["--head-tokens", 8], 2, "--head-tokens needs -M/--model"),
-    (["--token-corpus", "corpus.txt"], 2, "--token-corpus needs --head-tokens"),
-    (["-M", "LLM", "--head-tokens", 97], 1, "the head can keep 1 to 96 tokens (the vocabulary), not 97"),
-    (["-M", "LLM", "--head-tokens", 8, "--token-corpus", "nowhere.txt"], 1, "nowhere.txt: no such file"),
-])
-def test_bad_head_tokens_are_one_line_errors_and_write_nothing(tmp_path, reference_folder, ranked_llm, args, code,
-                                                               message):
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--head-tokens", 8], 2, "--head-tokens needs -M/--model"),
+        (["--token-corpus", "corpus.txt"], 2, "--token-corpus needs --head-tokens"),
+        (["-M", "LLM", "--head-tokens", 97], 1, "the head can keep 1 to 96 tokens (the vocabulary), not 97"),
+        (["-M", "LLM", "--head-tokens", 8, "--token-corpus", "nowhere.txt"], 1, "nowhere.txt: no such file"),
+    ],
+)
+def test_bad_head_tokens_are_one_line_errors_and_write_nothing(
+    tmp_path, reference_folder, ranked_llm, args, code, message
+):
     llm = ranked_llm[0]
     args = [llm if a == "LLM" else a for a in args]
     assert_one_line_error(invoke_cli("convert", reference_folder, tmp_path / "out", *args), code, message)
@@ -407,11 +436,13 @@ def test_bad_head_tokens_are_one_line_errors_and_write_nothing(tmp_path, referen
 
 def test_an_already_trimmed_head_is_not_trimmed_again(tmp_path, reference_folder, ranked_llm):
     llm, corpus, _ = ranked_llm
-    trimmed = convert_drafter(reference_folder, tmp_path / "trimmed", dtype=mx.float32,
-                              head_token_ids=np.arange(60, dtype=np.int32))
+    trimmed = convert_drafter(
+        reference_folder, tmp_path / "trimmed", dtype=mx.float32, head_token_ids=np.arange(60, dtype=np.int32)
+    )
     before = (trimmed / "model.safetensors").read_bytes()
-    result = invoke_cli("convert", trimmed, tmp_path / "again", "-M", llm, "--head-tokens", 50,
-                        "--token-corpus", corpus)
+    result = invoke_cli(
+        "convert", trimmed, tmp_path / "again", "-M", llm, "--head-tokens", 50, "--token-corpus", corpus
+    )
     assert_one_line_error(result, 1, "the drafter's head is already trimmed to 60 tokens")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trimmed"]
     assert (trimmed / "model.safetensors").read_bytes() == before
@@ -435,8 +466,11 @@ def test_trimmed_drafter_still_drafts_and_decodes_exactly_like_ar(tmp_path, embe
     for prompt in ("What is the capital of France?", "Write a haiku about the sea."):
         ids = encode_prompt(embedded.tokenizer, prompt)
         want = [t for step in generate_ar(embedded.model, ids, max_tokens=24, eos_ids=eos) for t in step.tokens]
-        steps = list(generate_redrafter(embedded.model, drafter, ids, DraftPlan(TreeShape(3, 5, 3), lookup=False),
-                                        max_tokens=24, eos_ids=eos))
+        steps = list(
+            generate_redrafter(
+                embedded.model, drafter, ids, DraftPlan(TreeShape(3, 5, 3), lookup=False), max_tokens=24, eos_ids=eos
+            )
+        )
         assert [t for step in steps for t in step.tokens] == want
         accepted += steps[-1].stats.accepted_per_step
     assert max(accepted) > 1

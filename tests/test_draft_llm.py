@@ -3,21 +3,20 @@ greedy identity, exact sampling, and the CLI's --draft-model / --drafter paths."
 
 from __future__ import annotations
 
-
 import mlx.core as mx
 import numpy as np
 import pytest
 from mlx_lm.sample_utils import make_sampler
 
-from redrafter_mlx.drafting.beam_search import beam_search, top_k_log_probs
 from redrafter_mlx.decoding.loop import generate_ar, generate_redrafter
 from redrafter_mlx.drafting import TreeShape
-from redrafter_mlx.tuning import DraftPlan
+from redrafter_mlx.drafting.beam_search import beam_search, top_k_log_probs
 from redrafter_mlx.drafting.kinds.draft_llm import DraftLLM
 from redrafter_mlx.drafting.registry import load_drafter_folder
 from redrafter_mlx.errors import InputError
 from redrafter_mlx.models.llama import Model
 from redrafter_mlx.prompting import encode_prompt
+from redrafter_mlx.tuning import DraftPlan
 
 from .helpers import (
     PROMPTS,
@@ -55,12 +54,13 @@ def test_beam_scores_equal_plain_forwards_after_a_partly_kept_block(width, lengt
     session = DraftLLM(draft).open(None, text, mx.zeros((1, 32)))
     session.commit(0)
     session.stage(mx.array(block, mx.int32), mx.zeros((4, 32)), mx.array(kept))
-    beams, scores = beam_search(session, None, mx.zeros((32,)), mx.array(block[kept - 1]), width, length,
-                                draft_top_k=6, search_width=search)
+    beams, scores = beam_search(
+        session, None, mx.zeros((32,)), mx.array(block[kept - 1]), width, length, draft_top_k=6, search_width=search
+    )
     history = text + block[:kept]
     for beam, score in zip(np.array(beams).tolist(), np.array(scores).tolist()):
         assert beam[0] == block[kept - 1]
-        want = sum(plain_log_probs(draft, history + beam[1:d + 1], 6)[beam[d + 1]] for d in range(length - 1))
+        want = sum(plain_log_probs(draft, history + beam[1 : d + 1], 6)[beam[d + 1]] for d in range(length - 1))
         assert score == pytest.approx(want, abs=1e-4)
 
 
@@ -69,8 +69,11 @@ def test_drafting_with_the_model_itself_accepts_every_token(embedded):
     holds only if the draft cache follows the accepted text step after step."""
     ids = encode_prompt(embedded.tokenizer, PROMPTS[0])
     expected, _ = collect(generate_ar(embedded.model, ids, max_tokens=24))
-    tokens, stats = collect(generate_redrafter(embedded.model, DraftLLM(embedded.model), ids,
-                                               DraftPlan(TreeShape(1, 4, 1), lookup=False), max_tokens=24))
+    tokens, stats = collect(
+        generate_redrafter(
+            embedded.model, DraftLLM(embedded.model), ids, DraftPlan(TreeShape(1, 4, 1), lookup=False), max_tokens=24
+        )
+    )
     assert tokens == expected
     assert stats.accepted_per_step == [4] * (len(stats.accepted_per_step))
 
@@ -80,9 +83,16 @@ def test_greedy_draft_llm_matches_autoregressive(embedded, embedded_runs, width,
     draft = DraftLLM(first_layers(embedded.model, 20)).for_target(embedded.model, "smollm2")
     accepted = []
     for ids, expected, reason in embedded_runs:
-        tokens, stats = collect(generate_redrafter(
-            embedded.model, draft, ids, DraftPlan(TreeShape(width, length, width), lookup=lookup), max_tokens=20,
-            eos_ids=embedded.tokenizer.eos_token_ids))
+        tokens, stats = collect(
+            generate_redrafter(
+                embedded.model,
+                draft,
+                ids,
+                DraftPlan(TreeShape(width, length, width), lookup=lookup),
+                max_tokens=20,
+                eos_ids=embedded.tokenizer.eos_token_ids,
+            )
+        )
         assert tokens == expected and stats.finish_reason == reason
         accepted += stats.accepted_per_step
     assert max(accepted) > 1  # the cut model's drafts are accepted
@@ -102,8 +112,14 @@ def test_sampled_draft_llm_has_the_llm_distribution(temperature):
     n = 1500
     mx.random.seed(4321)
     counts, accepted_drafts = sample_counts(
-        lambda: generate_redrafter(TINY, draft, TINY_PROMPT, DraftPlan(TreeShape(2, 3, 2), lookup=False),
-                                   max_tokens=SEQ_LEN, sampler=make_sampler(temp=temperature)),
+        lambda: generate_redrafter(
+            TINY,
+            draft,
+            TINY_PROMPT,
+            DraftPlan(TreeShape(2, 3, 2), lookup=False),
+            max_tokens=SEQ_LEN,
+            sampler=make_sampler(temp=temperature),
+        ),
         n,
     )
     assert sum(counts.values()) == n and TINY_VOCAB == 5

@@ -53,7 +53,10 @@ def test_parameter_names_match_reference_checkpoints():
     # exit_dim = 2 * hidden (the reference default) has no input_proj; rnn=False no rnn_*.
     plain = DrafterConfig(vocab_size=100, hidden_size=8, num_draft_layers=1)
     assert sorted(shapes(RecurrentDrafter(plain))) == [
-        "lm_head.0.linear.bias", "lm_head.0.linear.weight", "lm_head.1.weight"]
+        "lm_head.0.linear.bias",
+        "lm_head.0.linear.weight",
+        "lm_head.1.weight",
+    ]
 
 
 def test_tied_and_trimmed_heads_replace_the_vocabulary_weight():
@@ -69,14 +72,26 @@ def test_tied_and_trimmed_heads_replace_the_vocabulary_weight():
 
 def test_config_reads_reference_config_json():
     reference = {
-        "architectures": ["Drafter"], "model_type": "recurrent_drafting_drafter",
-        "vocab_size": 32000, "hidden_size": 4096, "exit_dim": 8192, "num_draft_layers": 2,
-        "rnn": True, "emb_norm": False, "rms_norm_eps": 1e-6, "num_lookback_tokens": -1,
-        "torch_dtype": "bfloat16", "transformers_version": "4.40.0",
+        "architectures": ["Drafter"],
+        "model_type": "recurrent_drafting_drafter",
+        "vocab_size": 32000,
+        "hidden_size": 4096,
+        "exit_dim": 8192,
+        "num_draft_layers": 2,
+        "rnn": True,
+        "emb_norm": False,
+        "rms_norm_eps": 1e-6,
+        "num_lookback_tokens": -1,
+        "torch_dtype": "bfloat16",
+        "transformers_version": "4.40.0",
     }
     config = DrafterConfig.from_dict(reference)
     assert (config.vocab_size, config.hidden_size, config.exit_dim, config.num_draft_layers, config.rnn) == (
-        32000, 4096, 8192, 2, True,
+        32000,
+        4096,
+        8192,
+        2,
+        True,
     )
     assert not config.has_input_proj and config.head_size == 32000
     assert DrafterConfig.from_dict(config.to_dict()) == config
@@ -130,7 +145,10 @@ def test_tied_head_scores_the_embedding_rows_of_its_tokens():
 def test_tied_head_accepts_a_quantized_llm_embedding(trimmed):
     h, s, table = inputs(64)
     config = DrafterConfig(
-        vocab_size=64, hidden_size=64, num_draft_layers=1, head_tied=True,
+        vocab_size=64,
+        hidden_size=64,
+        num_draft_layers=1,
+        head_tied=True,
         token_subset_size=10 if trimmed else None,
     )
     drafter = RecurrentDrafter(config, token_ids=mx.arange(50, 60) if trimmed else None)
@@ -138,17 +156,16 @@ def test_tied_head_accepts_a_quantized_llm_embedding(trimmed):
     layer.weight = table
     quantized = nn.QuantizedEmbedding.from_embedding(layer, group_size=32, bits=4)
     dequantized = mx.dequantize(quantized.weight, quantized.scales, quantized.biases, 32, 4)
-    np.testing.assert_allclose(
-        drafter.logits(h, s, quantized), drafter.logits(h, s, dequantized), rtol=1e-4, atol=1e-4
-    )
+    np.testing.assert_allclose(drafter.logits(h, s, quantized), drafter.logits(h, s, dequantized), rtol=1e-4, atol=1e-4)
 
 
 def test_untie_head_is_the_same_function():
     h, s, table = inputs(64)
     layer = nn.Embedding(64, 64)
     layer.weight = table
-    config = DrafterConfig(vocab_size=64, hidden_size=64, num_draft_layers=1, rnn=True, head_tied=True,
-                           token_subset_size=40)
+    config = DrafterConfig(
+        vocab_size=64, hidden_size=64, num_draft_layers=1, rnn=True, head_tied=True, token_subset_size=40
+    )
     tied = RecurrentDrafter(config, token_ids=mx.arange(63, 23, -1))
     untied = untie_head(tied, layer)
     assert not untied.config.head_tied and untied.config.token_subset_size == 40
@@ -179,14 +196,17 @@ def test_trimmed_head_scores_its_tokens_as_the_full_head_did(tmp_path, tied):
     np.testing.assert_array_equal(loaded.logits(h, s, table), trimmed.logits(h, s, table))
 
 
-@pytest.mark.parametrize(("ids", "message"), [
-    ([], "non-empty 1-D integer"),
-    ([[1, 2]], "non-empty 1-D integer"),
-    ([1.0, 2.0], "non-empty 1-D integer"),
-    ([3, 64], r"distinct ids in \[0, 64\)"),
-    ([-1, 3], r"distinct ids in \[0, 64\)"),
-    ([3, 5, 3], r"distinct ids in \[0, 64\)"),
-])
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        ([], "non-empty 1-D integer"),
+        ([[1, 2]], "non-empty 1-D integer"),
+        ([1.0, 2.0], "non-empty 1-D integer"),
+        ([3, 64], r"distinct ids in \[0, 64\)"),
+        ([-1, 3], r"distinct ids in \[0, 64\)"),
+        ([3, 5, 3], r"distinct ids in \[0, 64\)"),
+    ],
+)
 def test_trim_head_refuses_ids_that_are_not_distinct_vocabulary_ids(ids, message):
     drafter = RecurrentDrafter(DrafterConfig(vocab_size=64, hidden_size=8, num_draft_layers=1))
     with pytest.raises(ValueError, match=message):
@@ -334,7 +354,8 @@ def test_quantized_drafter_round_trips_and_stays_close_to_float(tmp_path, group_
     # weights' own (measured here, not guessed), summed over the layers on the path.
     weight_error = max(
         relative_error(dict(tree_flatten(dequantized.parameters()))[k], float_weights[k])
-        for k in float_weights if k.endswith("weight")
+        for k in float_weights
+        if k.endswith("weight")
     )
     depth = config.num_draft_layers + 2  # input_proj, ResBlocks, head
     logit_error = relative_error(loaded.logits(h, s), float_logits)

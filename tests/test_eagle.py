@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 from mlx_lm.sample_utils import make_sampler
 
-from redrafter_mlx.drafting.beam_search import beam_search, top_k_log_probs
 from redrafter_mlx.decoding.loop import generate_redrafter
 from redrafter_mlx.drafting import TreeShape
-from redrafter_mlx.tuning import DraftPlan
+from redrafter_mlx.drafting.beam_search import beam_search, top_k_log_probs
 from redrafter_mlx.drafting.kinds.eagle import Eagle
 from redrafter_mlx.drafting.kinds.eagle import convert as convert_eagle
 from redrafter_mlx.drafting.kinds.eagle import is_upstream as is_eagle_checkpoint
 from redrafter_mlx.drafting.kinds.eagle import load as load_eagle
-from redrafter_mlx.errors import DrafterLoadError
 from redrafter_mlx.drafting.registry import load_drafter_folder
+from redrafter_mlx.errors import DrafterLoadError
+from redrafter_mlx.tuning import DraftPlan
 
 from .helpers import (
     SEQ_LEN,
@@ -39,10 +39,21 @@ from .helpers import (
 
 torch = pytest.importorskip("torch")
 
-CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 32,
-          "intermediate_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
-          "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "vocab_size": 64, "max_position_embeddings": 256,
-          "hidden_act": "silu", "torch_dtype": "float16"}
+CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 10000.0,
+    "vocab_size": 64,
+    "max_position_embeddings": 256,
+    "hidden_act": "silu",
+    "torch_dtype": "float16",
+}
 
 
 @pytest.fixture
@@ -67,11 +78,17 @@ def test_converted_eagle_matches_the_upstream_forward(upstream, tmp_path):
     np.testing.assert_allclose(np.array(ours), torch_eagle(state, CONFIG, tokens, features), atol=1e-4)
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda s: s.pop("layers.0.mlp.up_proj.weight"), "missing key 'layers.0.mlp.up_proj.weight'"),
-    (lambda s: s.__setitem__("fc.weight", torch.zeros(32, 48)), "shape mismatch for 'fc.weight'"),
-    (lambda s: s.__setitem__("layers.0.input_layernorm.weight", torch.ones(32)), "unexpected key 'layers.0.input_layernorm"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda s: s.pop("layers.0.mlp.up_proj.weight"), "missing key 'layers.0.mlp.up_proj.weight'"),
+        (lambda s: s.__setitem__("fc.weight", torch.zeros(32, 48)), "shape mismatch for 'fc.weight'"),
+        (
+            lambda s: s.__setitem__("layers.0.input_layernorm.weight", torch.ones(32)),
+            "unexpected key 'layers.0.input_layernorm",
+        ),
+    ],
+)
 def test_wrong_upstream_weights_are_one_line_and_write_nothing(upstream, tmp_path, change, message):
     folder, state = upstream
     change(state)
@@ -121,9 +138,16 @@ def test_eagle_beam_scores_equal_plain_forwards(upstream, tmp_path):
 def test_greedy_eagle_matches_autoregressive(embedded, embedded_runs, width, length):
     eagle = random_eagle(49152, 576, 9, 3).for_target(embedded.model, "smollm2")
     for ids, expected, reason in embedded_runs:
-        tokens, stats = collect(generate_redrafter(embedded.model, eagle, ids,
-                                                   DraftPlan(TreeShape(width, length, width)),
-                                                   max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids))
+        tokens, stats = collect(
+            generate_redrafter(
+                embedded.model,
+                eagle,
+                ids,
+                DraftPlan(TreeShape(width, length, width)),
+                max_tokens=20,
+                eos_ids=embedded.tokenizer.eos_token_ids,
+            )
+        )
         assert tokens == expected and stats.finish_reason == reason
 
 
@@ -135,8 +159,14 @@ def test_sampled_eagle_has_the_llm_distribution(temperature):
     n = 1500
     mx.random.seed(99)
     counts, accepted_drafts = sample_counts(
-        lambda: generate_redrafter(TINY, eagle, TINY_PROMPT, DraftPlan(TreeShape(2, 3, 2), lookup=False),
-                                   max_tokens=SEQ_LEN, sampler=make_sampler(temp=temperature)),
+        lambda: generate_redrafter(
+            TINY,
+            eagle,
+            TINY_PROMPT,
+            DraftPlan(TreeShape(2, 3, 2), lookup=False),
+            max_tokens=SEQ_LEN,
+            sampler=make_sampler(temp=temperature),
+        ),
         n,
     )
     assert accepted_drafts > n // 4

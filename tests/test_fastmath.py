@@ -38,5 +38,6 @@ def test_softmax_logsumexp_and_swiglu_match_mlx():
     g_mlx = mx.grad(ce(lambda a: mx.logsumexp(a, axis=-1)))(x)
     np.testing.assert_allclose(np.array(g_ours), np.array(g_mlx), rtol=1e-5, atol=1e-7)
     gate, up = mx.random.normal((5, 300)) * 10, mx.random.normal((5, 300))
-    np.testing.assert_allclose(np.array(fastmath.swiglu(gate, up)), np.array(mlx_lm_swiglu(gate, up)),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        np.array(fastmath.swiglu(gate, up)), np.array(mlx_lm_swiglu(gate, up)), rtol=1e-5, atol=1e-6
+    )

@@ -13,13 +13,13 @@ def reference_draft(text: list[int], width: int) -> list[int] | None:
     """Longest n-gram first, latest earlier occurrence first; the copy reads its own output
     once it passes the end of the text (a repetition still going on)."""
     for n in range(MAX_NGRAM, MIN_NGRAM - 1, -1):
-        tail = text[len(text) - n:]
+        tail = text[len(text) - n :]
         for start in range(len(text) - n - 1, -1, -1):  # a token must follow the occurrence
             if len(text) >= n and text[start : start + n] == tail:
                 grown = list(text)
                 for i in range(width):
                     grown.append(grown[start + n + i])
-                return grown[len(text):]
+                return grown[len(text) :]
     return None
 
 

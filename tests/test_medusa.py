@@ -17,17 +17,17 @@ import torch
 from mlx_lm.sample_utils import make_sampler
 from torch import nn
 
-from redrafter_mlx.drafting.beam_search import beam_search
 from redrafter_mlx.decoding.loop import generate_redrafter
 from redrafter_mlx.drafting import TreeShape
-from redrafter_mlx.tuning import DraftPlan
-from redrafter_mlx.drafting.registry import load_drafter_folder
+from redrafter_mlx.drafting.beam_search import beam_search
 from redrafter_mlx.drafting.kinds.medusa import Medusa
 from redrafter_mlx.drafting.kinds.medusa import convert as convert_medusa
 from redrafter_mlx.drafting.kinds.medusa import is_upstream as is_medusa_checkpoint
 from redrafter_mlx.drafting.kinds.medusa import load as load_medusa
 from redrafter_mlx.drafting.kinds.medusa import save as save_medusa
+from redrafter_mlx.drafting.registry import load_drafter_folder
 from redrafter_mlx.errors import DrafterLoadError, InputError, TargetExists
+from redrafter_mlx.tuning import DraftPlan
 
 from .helpers import (
     SEQ_LEN,
@@ -86,8 +86,9 @@ def test_a_weights_file_converts_and_a_saved_drafter_reloads(tmp_path):
     x = mx.random.normal((4, HIDDEN))
     for h in range(HEADS):
         np.testing.assert_array_equal(np.array(again.head_logits(x, h)), np.array(medusa.head_logits(x, h)))
-        np.testing.assert_allclose(np.array(medusa.head_logits(x, h)),
-                                   heads[h](torch.tensor(np.array(x))).detach().numpy(), atol=0.05)
+        np.testing.assert_allclose(
+            np.array(medusa.head_logits(x, h)), heads[h](torch.tensor(np.array(x))).detach().numpy(), atol=0.05
+        )
 
 
 def _drop(key: str):
@@ -148,8 +149,9 @@ def test_beam_search_returns_the_top_paths_of_the_heads_product(top_k):
             logits = np.array(medusa.head_logits(hidden[b], h), dtype=np.float64)
             logits[np.argsort(-logits)[top_k:]] = -np.inf  # the top-k warp
             log_probs.append(logits - np.logaddexp.reduce(logits))
-        paths = sorted(itertools.product(range(vocab), repeat=length - 1),
-                       key=lambda p: -sum(lp[t] for lp, t in zip(log_probs, p)))[:width]
+        paths = sorted(
+            itertools.product(range(vocab), repeat=length - 1), key=lambda p: -sum(lp[t] for lp, t in zip(log_probs, p))
+        )[:width]
         assert np.array(beams[b, :, 1:]).tolist() == [list(p) for p in paths]
         assert np.array(beams[b, :, 0]).tolist() == [[1, 4][b]] * width
         expected = [sum(lp[t] for lp, t in zip(log_probs, p)) for p in paths]
@@ -167,9 +169,14 @@ def embedded_medusa(embedded) -> Medusa:
 def test_greedy_medusa_matches_autoregressive(embedded, embedded_runs, embedded_medusa, beam_width, beam_length):
     for ids, expected, reason in embedded_runs:
         tokens, stats = collect(
-            generate_redrafter(embedded.model, embedded_medusa, ids,
-                               DraftPlan(TreeShape(beam_width, beam_length, beam_width)),
-                               max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids)
+            generate_redrafter(
+                embedded.model,
+                embedded_medusa,
+                ids,
+                DraftPlan(TreeShape(beam_width, beam_length, beam_width)),
+                max_tokens=20,
+                eos_ids=embedded.tokenizer.eos_token_ids,
+            )
         )
         assert tokens == expected and stats.finish_reason == reason
         assert all(1 <= n <= beam_length for n in stats.accepted_per_step)
@@ -183,8 +190,14 @@ def test_sampled_medusa_has_the_llm_distribution(temperature):
     n = 1500
     mx.random.seed(1234)
     counts, accepted_drafts = sample_counts(
-        lambda: generate_redrafter(TINY, medusa, TINY_PROMPT, DraftPlan(TreeShape(2, 3, 2)), max_tokens=SEQ_LEN,
-                                   sampler=make_sampler(temp=temperature)),
+        lambda: generate_redrafter(
+            TINY,
+            medusa,
+            TINY_PROMPT,
+            DraftPlan(TreeShape(2, 3, 2)),
+            max_tokens=SEQ_LEN,
+            sampler=make_sampler(temp=temperature),
+        ),
         n,
     )
     assert sum(counts.values()) == n

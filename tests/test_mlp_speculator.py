@@ -12,17 +12,17 @@ import pytest
 import torch
 from mlx_lm.sample_utils import make_sampler
 
-from redrafter_mlx.drafting.beam_search import beam_search
 from redrafter_mlx.decoding.loop import generate_redrafter
 from redrafter_mlx.drafting import TreeShape
-from redrafter_mlx.tuning import DraftPlan
-from redrafter_mlx.drafting.registry import load_drafter_folder
+from redrafter_mlx.drafting.beam_search import beam_search
 from redrafter_mlx.drafting.kinds.mlp_speculator import MLPSpeculator
 from redrafter_mlx.drafting.kinds.mlp_speculator import convert as convert_mlp_speculator
 from redrafter_mlx.drafting.kinds.mlp_speculator import is_upstream as is_mlp_speculator_checkpoint
 from redrafter_mlx.drafting.kinds.mlp_speculator import load as load_mlp_speculator
 from redrafter_mlx.drafting.kinds.mlp_speculator import save as save_mlp_speculator
+from redrafter_mlx.drafting.registry import load_drafter_folder
 from redrafter_mlx.errors import DrafterLoadError, TargetExists
+from redrafter_mlx.tuning import DraftPlan
 
 from .helpers import (
     SEQ_LEN,
@@ -83,11 +83,14 @@ def _shape(state: dict) -> None:
     state["speculator.proj.0.weight"] = torch.zeros(INNER, INNER)
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (_drop, "missing key 'head.1.weight'"),
-    (_extra, "unexpected key 'head.3.weight'"),
-    (_shape, "shape mismatch for 'proj.0.weight'"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (_drop, "missing key 'head.1.weight'"),
+        (_extra, "unexpected key 'head.3.weight'"),
+        (_shape, "shape mismatch for 'proj.0.weight'"),
+    ],
+)
 def test_bad_checkpoint_fails_in_one_line_and_writes_nothing(tmp_path, mutate, message):
     write_speculator_upstream(tmp_path / "src", False, False, "hf-bin")
     file, state = upstream_state(tmp_path / "src")
@@ -109,10 +112,13 @@ def test_tied_copies_that_differ_are_refused(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("llm, message", [
-    ({"vocab_size": VOCAB + 1, "hidden_size": EMB}, "vocab_size is 40 but the model's is 41"),
-    ({"vocab_size": VOCAB, "hidden_size": 32}, "hidden_size is 24 but the model's is 32"),
-])
+@pytest.mark.parametrize(
+    "llm, message",
+    [
+        ({"vocab_size": VOCAB + 1, "hidden_size": EMB}, "vocab_size is 40 but the model's is 41"),
+        ({"vocab_size": VOCAB, "hidden_size": 32}, "hidden_size is 24 but the model's is 32"),
+    ],
+)
 def test_sizes_are_checked_against_the_llm(tmp_path, llm, message):
     write_speculator_upstream(tmp_path / "src", False, True, "fms-pt")
     with pytest.raises(DrafterLoadError, match=message):
@@ -152,9 +158,16 @@ def test_greedy_decoding_matches_autoregressive(embedded, embedded_runs):
     eos = embedded.tokenizer.eos_token_ids
     for beam_width, beam_length in [(1, 5), (3, 4), (4, 3)]:
         for ids, expected, reason in embedded_runs:
-            tokens, stats = collect(generate_redrafter(embedded.model, speculator, ids,
-                                                       DraftPlan(TreeShape(beam_width, beam_length, beam_width)),
-                                                       max_tokens=20, eos_ids=eos))
+            tokens, stats = collect(
+                generate_redrafter(
+                    embedded.model,
+                    speculator,
+                    ids,
+                    DraftPlan(TreeShape(beam_width, beam_length, beam_width)),
+                    max_tokens=20,
+                    eos_ids=eos,
+                )
+            )
             assert tokens == expected and stats.finish_reason == reason
     with pytest.raises(DrafterLoadError, match="vocab 49152 / hidden 576, but tiny has vocab 5 / hidden 32"):
         speculator.for_target(TINY, "tiny")
@@ -170,8 +183,14 @@ def test_sampled_decoding_has_the_llm_distribution(temperature):
     n = 1500
     mx.random.seed(4321)
     counts, accepted_drafts = sample_counts(
-        lambda: generate_redrafter(TINY, speculator, TINY_PROMPT, DraftPlan(TreeShape(2, 3, 2)), max_tokens=SEQ_LEN,
-                                   sampler=make_sampler(temp=temperature)),
+        lambda: generate_redrafter(
+            TINY,
+            speculator,
+            TINY_PROMPT,
+            DraftPlan(TreeShape(2, 3, 2)),
+            max_tokens=SEQ_LEN,
+            sampler=make_sampler(temp=temperature),
+        ),
         n,
     )
     assert sum(counts.values()) == n

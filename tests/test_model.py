@@ -5,9 +5,9 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 import pytest
+from mlx.utils import tree_flatten
 from mlx_lm.models import llama as mlx_lm_llama
 from mlx_lm.models.cache import make_prompt_cache
-from mlx.utils import tree_flatten
 
 from redrafter_mlx.models import llama
 from redrafter_mlx.models.llama import Model, ModelArgs

@@ -12,7 +12,6 @@ import pytest
 from redrafter_mlx.drafting.kinds.rnn import DrafterConfig, RecurrentDrafter
 from redrafter_mlx.drafting.kinds.rnn import load as load_drafter
 from redrafter_mlx.drafting.kinds.rnn import save as save_drafter
-from redrafter_mlx.errors import DrafterLoadError
 from redrafter_mlx.drafting.lookup import with_lookup_beam
 from redrafter_mlx.drafting.ngrams import (
     MAX_NGRAM,
@@ -23,6 +22,7 @@ from redrafter_mlx.drafting.ngrams import (
     longest_ngram,
     ngram_draft,
 )
+from redrafter_mlx.errors import DrafterLoadError
 
 
 def reference_table(answers: list[list[int]], width: int) -> dict[tuple[int, ...], list[int]]:

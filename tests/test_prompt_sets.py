@@ -13,7 +13,13 @@ from data import build_prompts as bp
 from data.eval_set import RESERVED_TERMS
 from redrafter_mlx.formats import prompt_sets as prompt_sets
 from redrafter_mlx.formats.prompt_sets import (
-    CATEGORIES, SPLITS, TRAIN_SPLITS, WRITTEN_SOURCES, follow_up_turns, load_prompts, split_file,
+    CATEGORIES,
+    SPLITS,
+    TRAIN_SPLITS,
+    WRITTEN_SOURCES,
+    follow_up_turns,
+    load_prompts,
+    split_file,
 )
 
 KEYS = {"id", "category", "prompt", "turns", "multi_turn", "source"}
@@ -117,8 +123,9 @@ def test_no_train_eval_overlap(all_train, evals):
 
 def test_reserved_eval_terms_absent_from_train(all_train):
     guard = bp.EvalGuard([], RESERVED_TERMS)
-    hits = [(r["id"], m.group(1)) for r in all_train for t in r["turns"]
-            if (m := guard.reserved.search(bp.normalize(t)))]
+    hits = [
+        (r["id"], m.group(1)) for r in all_train for t in r["turns"] if (m := guard.reserved.search(bp.normalize(t)))
+    ]
     assert not hits
 
 
@@ -153,12 +160,14 @@ def test_written_splits_are_hand_written(split):
 
 
 def test_follow_up_turns_stand_alone():
-    records = [{"id": "a", "category": "math", "prompt": "x", "turns": ["x"], "multi_turn": False, "source": "s"},
-               {"id": "b", "category": "writing", "prompt": "z", "turns": ["y", "z"], "multi_turn": True,
-                "source": "s"}]
+    records = [
+        {"id": "a", "category": "math", "prompt": "x", "turns": ["x"], "multi_turn": False, "source": "s"},
+        {"id": "b", "category": "writing", "prompt": "z", "turns": ["y", "z"], "multi_turn": True, "source": "s"},
+    ]
     out = follow_up_turns(records)
     assert [(r["id"], r["prompt"], r["turns"], r["multi_turn"], r["category"]) for r in out] == [
-        ("b/2", "z", ["z"], False, "writing")]
+        ("b/2", "z", ["z"], False, "writing")
+    ]
     assert records[1]["turns"] == ["y", "z"]  # the input is left alone
 
 
@@ -178,10 +187,12 @@ def test_unknown_split():
 def test_check_written_lists_every_problem_of_a_new_batch(tmp_path):
     eval_turn = load_prompts("eval")[0]["turns"][0]
     train_turn = load_prompts("train")[0]["turns"][0]
-    lines = [{"category": "writing", "turns": ["Compose a limerick about a quokka who sells umbrellas in a desert town."]},
-             {"category": "writing", "turns": [eval_turn]},
-             {"category": "math", "turns": [train_turn]},
-             {"category": "poetry", "turns": ["A category that does not exist."]}]
+    lines = [
+        {"category": "writing", "turns": ["Compose a limerick about a quokka who sells umbrellas in a desert town."]},
+        {"category": "writing", "turns": [eval_turn]},
+        {"category": "math", "turns": [train_turn]},
+        {"category": "poetry", "turns": ["A category that does not exist."]},
+    ]
     batch = tmp_path / "batch.jsonl"
     batch.write_text("\n".join(json.dumps(x) for x in lines) + "\nnot json\n", encoding="utf-8")
     problems = bp.check_written([batch])

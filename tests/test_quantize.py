@@ -31,8 +31,9 @@ def test_quantized_drafter_and_refusal_to_overwrite(tmp_path, write_tiny_folder)
     source = write_tiny_folder(tmp_path / "fp")
     drafter = save_drafter(random_drafter(49152, 64, tied=True), tmp_path / "drafter")
     out = tmp_path / "q-drafter"
-    result = invoke_cli("quantize", "-M", source, "-d", drafter, "--drafter-out", out, "--bits", "4",
-                        "--group-size", "32")
+    result = invoke_cli(
+        "quantize", "-M", source, "-d", drafter, "--drafter-out", out, "--bits", "4", "--group-size", "32"
+    )
     assert result.exit_code == 0, result.output
     assert load_drafter(out).config.quantization == {"group_size": 32, "bits": 4}
     again = invoke_cli("quantize", "-M", source, "-d", drafter, "--drafter-out", out)

@@ -9,14 +9,13 @@ from mlx_lm.sample_utils import make_sampler
 
 from redrafter_mlx import sampling
 from redrafter_mlx.decoding import loop as decoding
-from redrafter_mlx.models.cache import KVCache
 from redrafter_mlx.decoding.loop import generate_ar, generate_redrafter
 from redrafter_mlx.drafting import TreeShape
-from redrafter_mlx.tuning import DraftPlan
 from redrafter_mlx.drafting.loading import load_drafter_for
+from redrafter_mlx.models.cache import KVCache
 from redrafter_mlx.prompting import encode_prompt
+from redrafter_mlx.tuning import AdaptiveLength, DraftPlan
 from redrafter_mlx.verify.tree_attention import tree_layout
-from redrafter_mlx.tuning import AdaptiveLength
 
 from .helpers import (
     PROMPTS,
@@ -47,8 +46,12 @@ def test_greedy_redrafter_matches_autoregressive_with_random_drafter(embedded, e
     for ids, expected, reason in embedded_runs:
         tokens, stats = collect(
             generate_redrafter(
-                embedded.model, drafter, ids, DraftPlan(TreeShape(beam_width, beam_length, beam_width)),
-                max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids,
+                embedded.model,
+                drafter,
+                ids,
+                DraftPlan(TreeShape(beam_width, beam_length, beam_width)),
+                max_tokens=20,
+                eos_ids=embedded.tokenizer.eos_token_ids,
             )
         )
         assert tokens == expected
@@ -67,9 +70,14 @@ def test_greedy_redrafter_matches_autoregressive_with_the_shipped_drafter(
     accepted = []
     for ids, expected, reason in embedded_runs:
         tokens, stats = collect(
-            generate_redrafter(embedded.model, drafter, ids,
-                               DraftPlan(TreeShape(beam_width, beam_length, search_width or beam_width)),
-                               max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids)
+            generate_redrafter(
+                embedded.model,
+                drafter,
+                ids,
+                DraftPlan(TreeShape(beam_width, beam_length, search_width or beam_width)),
+                max_tokens=20,
+                eos_ids=embedded.tokenizer.eos_token_ids,
+            )
         )
         assert tokens == expected and stats.finish_reason == reason
         accepted += stats.accepted_per_step
@@ -81,13 +89,22 @@ def test_the_cache_is_compacted_only_when_the_accepted_beam_is_not_first(embedde
     it (or no draft) skip the gather, the others move their path, and the output stays AR's."""
     gathered = []
     original = KVCache.gather_pending
-    monkeypatch.setattr(KVCache, "gather_pending",
-                        lambda cache, index: (gathered.append(index.tolist()), original(cache, index)))
+    monkeypatch.setattr(
+        KVCache, "gather_pending", lambda cache, index: (gathered.append(index.tolist()), original(cache, index))
+    )
     drafter = load_drafter_for(embedded, None)
     steps = 0
     for ids, expected, _ in embedded_runs:
-        tokens, stats = collect(generate_redrafter(embedded.model, drafter, ids, DraftPlan(TreeShape(3, 5, 3)),
-                                                   max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids))
+        tokens, stats = collect(
+            generate_redrafter(
+                embedded.model,
+                drafter,
+                ids,
+                DraftPlan(TreeShape(3, 5, 3)),
+                max_tokens=20,
+                eos_ids=embedded.tokenizer.eos_token_ids,
+            )
+        )
         assert tokens == expected
         steps += stats.steps
     assert 0 < len(gathered) < steps
@@ -99,8 +116,14 @@ def test_padding_trees_to_longer_verify_lengths_changes_no_token(embedded, embed
     drafter = random_drafter(49152, 576, tied=True)
     for ids, expected, reason in embedded_runs:
         tokens, stats = collect(
-            generate_redrafter(embedded.model, drafter, ids, DraftPlan(TreeShape(3, 5, 3), verify_lengths=[16] * 14),
-                               max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids)
+            generate_redrafter(
+                embedded.model,
+                drafter,
+                ids,
+                DraftPlan(TreeShape(3, 5, 3), verify_lengths=[16] * 14),
+                max_tokens=20,
+                eos_ids=embedded.tokenizer.eos_token_ids,
+            )
         )
         assert tokens == expected and stats.finish_reason == reason
 
@@ -117,8 +140,9 @@ def test_adaptive_beam_length_changes_no_token(embedded, embedded_runs):
     for ids, expected, reason in embedded_runs:
         first = len(drafted)
         tokens, stats = collect(
-            generate_redrafter(embedded.model, drafter, ids, plan, max_tokens=20,
-                               eos_ids=embedded.tokenizer.eos_token_ids)
+            generate_redrafter(
+                embedded.model, drafter, ids, plan, max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids
+            )
         )
         assert tokens == expected and stats.finish_reason == reason
         # compression counts each step's own tree: the i-th verified tree is the i-th drafted
@@ -164,8 +188,15 @@ def test_multi_token_blocks_stop_at_eos_and_max_tokens_mid_block(
         cache = embedded.model.make_cache()
         monkeypatch.setattr(decoding, "make_draft_fn", oracle_draft(answer))
         tokens, stats = collect(
-            generate_redrafter(embedded.model, random_drafter(8, 576), ids, DraftPlan(TreeShape(3, 4, 3)),
-                               max_tokens=max_tokens, eos_ids=eos, cache=cache)
+            generate_redrafter(
+                embedded.model,
+                random_drafter(8, 576),
+                ids,
+                DraftPlan(TreeShape(3, 4, 3)),
+                max_tokens=max_tokens,
+                eos_ids=eos,
+                cache=cache,
+            )
         )
         assert tokens == full
         assert max(stats.accepted_per_step) == 4  # whole blocks were accepted
@@ -192,14 +223,13 @@ def test_at_most_one_host_read_per_step(embedded, monkeypatch):
     assert drafter.ngrams is not None
     ids = encode_prompt(embedded.tokenizer, PROMPTS[1])
     reads = count_host_reads(monkeypatch)
-    _, stats = collect(
-        generate_redrafter(embedded.model, drafter, ids, DraftPlan(TreeShape(3, 5, 3)), max_tokens=12)
-    )
+    _, stats = collect(generate_redrafter(embedded.model, drafter, ids, DraftPlan(TreeShape(3, 5, 3)), max_tokens=12))
     assert stats.steps >= 5
     assert sum(reads.values()) <= stats.steps + 1, reads  # + 1: the first token after prefill
 
 
 # --- exactness of sampling on a tiny model with an enumerable output space -------------
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
@@ -209,8 +239,14 @@ def test_sampled_redrafter_has_the_llm_distribution(temperature):
     n = 1500
     mx.random.seed(1234)
     counts, accepted_drafts = sample_counts(
-        lambda: generate_redrafter(TINY, drafter, TINY_PROMPT, DraftPlan(TreeShape(2, 3, 2)), max_tokens=SEQ_LEN,
-                                   sampler=make_sampler(temp=temperature)),
+        lambda: generate_redrafter(
+            TINY,
+            drafter,
+            TINY_PROMPT,
+            DraftPlan(TreeShape(2, 3, 2)),
+            max_tokens=SEQ_LEN,
+            sampler=make_sampler(temp=temperature),
+        ),
         n,
     )
     assert sum(counts.values()) == n
@@ -241,9 +277,11 @@ def test_lookup_accepts_what_the_answer_repeats_and_changes_no_token(embedded):
     expected, _ = collect(generate_ar(embedded.model, ids, max_tokens=30, eos_ids=eos))
     per_step = {}
     for lookup in (False, True):
-        tokens, stats = collect(generate_redrafter(embedded.model, drafter, ids,
-                                                   DraftPlan(TreeShape(3, 5, 3), lookup=lookup),
-                                                   max_tokens=30, eos_ids=eos))
+        tokens, stats = collect(
+            generate_redrafter(
+                embedded.model, drafter, ids, DraftPlan(TreeShape(3, 5, 3), lookup=lookup), max_tokens=30, eos_ids=eos
+            )
+        )
         assert tokens == expected
         per_step[lookup] = stats.tokens_per_step
     assert per_step[False] < 1.2 and per_step[True] > 2.0, per_step

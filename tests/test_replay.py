@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from redrafter_mlx.training.distill import generate_with_hidden
 from redrafter_mlx.drafting.ngrams import build_ngram_table
-from redrafter_mlx.training.replay import accepted_lengths, replay
 from redrafter_mlx.training import TrainConfig, train_drafter
+from redrafter_mlx.training.distill import generate_with_hidden
 from redrafter_mlx.training.evaluation import decode_eval
+from redrafter_mlx.training.replay import accepted_lengths, replay
 
 from .helpers import llm_hidden_states, random_model, tiny_config
 
@@ -38,10 +38,23 @@ def test_replay_counts_what_decoding_counts(tmp_path):
     answers = list(generate_with_hidden(model, jobs, eos_ids=(), max_new_tokens=40, batch_size=5))
     # A drafter trained briefly on these answers accepts some drafts but not all.
     records = [r for r, _ in answers]
-    cfg = TrainConfig(exit_dim=64, num_draft_layers=1, head_tied=False, token_subset_size=None, predict=3, lr=3e-3,
-                      warmup_steps=5, batch_positions=128, steps=12, eval_every=12,
-                      checkpoint_every=1000, eval_prompts=0, beam_width=3, beam_length=4,
-                      eval_max_tokens=30)
+    cfg = TrainConfig(
+        exit_dim=64,
+        num_draft_layers=1,
+        head_tied=False,
+        token_subset_size=None,
+        predict=3,
+        lr=3e-3,
+        warmup_steps=5,
+        batch_positions=128,
+        steps=12,
+        eval_every=12,
+        checkpoint_every=1000,
+        eval_prompts=0,
+        beam_width=3,
+        beam_length=4,
+        eval_max_tokens=30,
+    )
     data = llm_hidden_states(model, records, 3)
     held = [(r.response_ids, h) for r, h in answers]
     result = train_drafter(model, config, data, data, tmp_path, cfg, heldout_answers=held)

@@ -22,8 +22,8 @@ from redrafter_mlx.profiling.load_test import free_port
 
 from redrafter_mlx.api import Pipeline, generate
 from redrafter_mlx.drafting import TreeShape
-from redrafter_mlx.errors import InputError
 from redrafter_mlx.drafting.loading import load_drafter_for
+from redrafter_mlx.errors import InputError
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.serve.app import StopMatcher, serve_pipeline
 
@@ -62,14 +62,19 @@ def url(pipeline):
 
 
 def expected(pipeline: Pipeline, prompt: str, max_tokens: int) -> str:
-    options = DecodingOptions(max_tokens=max_tokens, beam_width=SHAPE.beam_width, beam_length=SHAPE.beam_length,
-                              search_width=SHAPE.search_width)
+    options = DecodingOptions(
+        max_tokens=max_tokens,
+        beam_width=SHAPE.beam_width,
+        beam_length=SHAPE.beam_length,
+        search_width=SHAPE.search_width,
+    )
     return generate(pipeline, prompt, options)
 
 
 def chat(client: OpenAI, prompt: str, max_tokens: int, **extra):
-    return client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": prompt}],
-                                          max_tokens=max_tokens, temperature=0, **extra)
+    return client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0, **extra
+    )
 
 
 def test_greedy_chat_answers_equal_generate_alone_and_four_at_once(pipeline, url):
@@ -83,8 +88,14 @@ def test_greedy_chat_answers_equal_generate_alone_and_four_at_once(pipeline, url
 
     async def together():
         clients = AsyncOpenAI(base_url=f"{url}/v1", api_key="unused")
-        replies = await asyncio.gather(*(clients.chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": p}], max_tokens=24, temperature=0) for p in prompts))
+        replies = await asyncio.gather(
+            *(
+                clients.chat.completions.create(
+                    model=MODEL, messages=[{"role": "user", "content": p}], max_tokens=24, temperature=0
+                )
+                for p in prompts
+            )
+        )
         return [r.choices[0].message.content for r in replies]
 
     assert asyncio.run(together()) == references
@@ -104,8 +115,12 @@ def test_streamed_chat_and_completions_give_the_same_text(pipeline, url):
     assert finish in ("stop", "length") and usage.completion_tokens >= 1
 
     plain = client.completions.create(model=MODEL, prompt="The capital of France is", max_tokens=12, temperature=0)
-    streamed = "".join(c.choices[0].text for c in client.completions.create(
-        model=MODEL, prompt="The capital of France is", max_tokens=12, temperature=0, stream=True))
+    streamed = "".join(
+        c.choices[0].text
+        for c in client.completions.create(
+            model=MODEL, prompt="The capital of France is", max_tokens=12, temperature=0, stream=True
+        )
+    )
     assert plain.choices[0].text == streamed and plain.choices[0].text
 
 
@@ -135,8 +150,13 @@ def test_sampled_requests_follow_their_seed_and_temperature(pipeline, url):
     prompt, length = "Tell a joke.", 32
 
     def answer(temperature: float, seed: int) -> str:
-        reply = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": prompt}],
-                                               max_tokens=length, temperature=temperature, seed=seed)
+        reply = client.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": prompt}],
+            max_tokens=length,
+            temperature=temperature,
+            seed=seed,
+        )
         return reply.choices[0].message.content
 
     five, again, six = answer(1.0, 5), answer(1.0, 5), answer(1.0, 6)
@@ -183,8 +203,13 @@ def test_models_health_and_unknown_routes(url):
 
 
 def test_a_client_that_leaves_mid_stream_frees_its_row(url):
-    body = {"model": MODEL, "messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 2000,
-            "stream": True, "temperature": 0}
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Write a long story."}],
+        "max_tokens": 2000,
+        "stream": True,
+        "temperature": 0,
+    }
     with httpx.stream("POST", f"{url}/v1/chat/completions", json=body) as reply:
         lines = reply.iter_lines()
         assert next(line for line in lines if line.startswith("data:"))
@@ -232,9 +257,13 @@ def test_stateful_drafters_are_refused_in_one_line(embedded):
 @pytest.mark.slow
 def test_the_cli_serves_and_drains_on_sigterm():
     port = free_port()
-    server = subprocess.Popen([REDRAFTER, "serve", "--port", str(port), "-w", "3", "-l", "4", "-s", "8"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env={**os.environ, "COLUMNS": "200"})
+    server = subprocess.Popen(
+        [REDRAFTER, "serve", "--port", str(port), "-w", "3", "-l", "4", "-s", "8"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     try:
         deadline = time.time() + 120
         while time.time() < deadline:
@@ -263,6 +292,11 @@ def test_the_cli_refuses_a_stateful_drafter_in_one_line(tmp_path):
 
     folder = tmp_path / "eagle"
     save_eagle(random_eagle(49152, 576, 9, 3), folder)
-    result = subprocess.run([REDRAFTER, "serve", "--drafter", str(folder)], capture_output=True, text=True,
-                            timeout=300, env={**os.environ, "COLUMNS": "200"})
+    result = subprocess.run(
+        [REDRAFTER, "serve", "--drafter", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert_one_line_error(result, 1, "stateless drafters")

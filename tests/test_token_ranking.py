@@ -9,11 +9,12 @@ import re
 import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from redrafter_mlx.formats.target_llm import read_llm_tokenizer
 from redrafter_mlx.errors import InputError
+from redrafter_mlx.formats.target_llm import read_llm_tokenizer
 from redrafter_mlx.formats.token_ranking import DEFAULT_CORPUS, top_tokens
 
 from .helpers import word_corpus, write_word_tokenizer
+
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory) -> PreTrainedTokenizerFast:
@@ -60,13 +61,16 @@ def test_shipped_corpus_ranks_the_embedded_vocabulary():
     assert set(common) <= set(kept[:1000].tolist())
 
 
-@pytest.mark.parametrize(("case", "message"), [
-    ("missing", "no such file"),
-    ("bad_json", "line 2: invalid JSON"),
-    ("empty", "no text to count tokens in"),
-    ("k_too_big", "the head can keep 1 to 96 tokens (the vocabulary), not 97"),
-    ("k_zero", "the head can keep 1 to 96 tokens (the vocabulary), not 0"),
-])
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("missing", "no such file"),
+        ("bad_json", "line 2: invalid JSON"),
+        ("empty", "no text to count tokens in"),
+        ("k_too_big", "the head can keep 1 to 96 tokens (the vocabulary), not 97"),
+        ("k_zero", "the head can keep 1 to 96 tokens (the vocabulary), not 0"),
+    ],
+)
 def test_bad_corpus_or_size_is_an_input_error(tmp_path, tokenizer, case, message):
     corpus = tmp_path / ("corpus.jsonl" if case == "bad_json" else "corpus.txt")
     writes = {"bad_json": '{"text": "w3"}\n{"text": \n', "empty": "", "k_too_big": "w3", "k_zero": "w3"}

@@ -15,11 +15,11 @@ from mlx import nn
 from mlx.utils import tree_flatten
 
 from redrafter_mlx.drafting.beam_search import beam_search
-from redrafter_mlx.training.distill import DistillRecord, HiddenStore, distill, read_distill_file
-from redrafter_mlx.training.distill_workers import distill_in_workers
 from redrafter_mlx.drafting.kinds.rnn import load as load_drafter
 from redrafter_mlx.training import TrainConfig, prefill_hidden, train_drafter
 from redrafter_mlx.training.dataset import later_states, select_token_subset, windows
+from redrafter_mlx.training.distill import DistillRecord, HiddenStore, distill, read_distill_file
+from redrafter_mlx.training.distill_workers import distill_in_workers
 from redrafter_mlx.training.evaluation import accuracy
 from redrafter_mlx.training.loss import drafter_loss, head_index_map, teacher_head, unrolled_logits
 from redrafter_mlx.training.schedule import learning_rate_schedule
@@ -35,6 +35,7 @@ from .helpers import (
     train_config,
     training_llm,
 )
+
 
 def test_windows_match_inference_semantics():
     r = DistillRecord("a", [10, 11, 12], [20, 21, 22, 23], 0.0, "stop")
@@ -98,7 +99,8 @@ def test_trimmed_tied_drafter_trains_and_round_trips(tmp_path):
     h = mx.array(data[0][:4])
     s = loaded.init_state((4,))
     np.testing.assert_allclose(
-        np.array(loaded.logits(h, s, model.embedding)), np.array(result.drafter.logits(h, s, model.embedding)),
+        np.array(loaded.logits(h, s, model.embedding)),
+        np.array(result.drafter.logits(h, s, model.embedding)),
         atol=2e-2,
     )
 
@@ -132,9 +134,9 @@ def test_cli_defaults_train_the_shipped_drafters_architecture(embedded):
     """`redrafter train` with no options builds a drafter whose config.json is the shipped
     drafter's, field by field."""
     import typer
-
     from redrafter_mlx.cli.main import load_commands
     from redrafter_mlx.cli.train import train_config
+
     from redrafter_mlx.formats.checkpoint import CONFIG_FILE
     from redrafter_mlx.formats.loading import DEFAULT_MODEL, SHIPPED_DRAFTERS
 
@@ -150,10 +152,10 @@ def test_cli_defaults_train_the_shipped_drafters_architecture(embedded):
 def test_cli_train_without_training_prompts_asks_for_a_prompts_file(tmp_path, monkeypatch):
     """From an installed wheel (no checkout data/ folder) `redrafter train` needs --prompts,
     and says so in one line before it loads or writes anything."""
+    from redrafter_mlx.cli.main import load_commands
     from typer.testing import CliRunner
 
     from redrafter_mlx.formats import prompt_sets as data
-    from redrafter_mlx.cli.main import load_commands
 
     monkeypatch.setattr(data, "CHECKOUT_DATA", tmp_path / "no-checkout")
     out = tmp_path / "drafter"
@@ -199,13 +201,22 @@ def test_distill_resumes_without_duplicates(tmp_path):
     model, _ = training_llm()
     prompts = [{"id": f"p{i}", "prompt": f"prompt number {i} " * (1 + i % 3)} for i in range(7)]
     out = tmp_path / "distill.jsonl"
-    first = distill(model, CharTokenizer(), prompts, out, max_new_tokens=12, batch_size=4,
-                    max_prompts_this_run=3, hidden_dir=tmp_path / "hidden")
+    first = distill(
+        model,
+        CharTokenizer(),
+        prompts,
+        out,
+        max_new_tokens=12,
+        batch_size=4,
+        max_prompts_this_run=3,
+        hidden_dir=tmp_path / "hidden",
+    )
     assert first.prompts_done == 3
     with out.open("a") as f:
         f.write('{"id": "p6", "prompt_ids": [1, 2')  # a write torn by a kill
-    second = distill(model, CharTokenizer(), prompts, out, max_new_tokens=12, batch_size=4,
-                     hidden_dir=tmp_path / "hidden")
+    second = distill(
+        model, CharTokenizer(), prompts, out, max_new_tokens=12, batch_size=4, hidden_dir=tmp_path / "hidden"
+    )
     assert second.prompts_skipped == 3 and second.prompts_done == 4
     records = read_distill_file(out)
     assert sorted(r.id for r in records) == [f"p{i}" for i in range(7)]
@@ -253,8 +264,8 @@ def test_hidden_store_two_writers(tmp_path):
 def test_distill_workers_agree_with_one_process_and_resume(tmp_path, write_tiny_folder):
     """Two worker processes give the answers one process gives; a killed run's part file is
     merged and its prompts are skipped; every new answer's hidden states are stored."""
-    from redrafter_mlx.training.distill_workers import WorkerFailed, distill_in_workers, part_files
     from redrafter_mlx.formats.loading import load
+    from redrafter_mlx.training.distill_workers import WorkerFailed, distill_in_workers, part_files
 
     folder = write_tiny_folder(tmp_path / "model")
     loaded = load(str(folder), mx.float32)
@@ -267,8 +278,9 @@ def test_distill_workers_agree_with_one_process_and_resume(tmp_path, write_tiny_
     out = tmp_path / "two.jsonl"
     leftover = next(line for line in one.read_text().splitlines() if '"prompt-3"' in line)
     (tmp_path / "two.jsonl.part1").write_text(leftover + '\n{"id": "prompt-5", "prompt_ids": [1')
-    stats = distill_in_workers(str(folder), "float32", prompts, out, workers=2,
-                               hidden_dir=tmp_path / "hidden", **options)
+    stats = distill_in_workers(
+        str(folder), "float32", prompts, out, workers=2, hidden_dir=tmp_path / "hidden", **options
+    )
     assert part_files(out) == []
     assert stats.prompts_skipped == 1 and stats.prompts_done == 6
     assert stats.tokens == sum(len(v) for k, v in expected.items() if k != "prompt-3")
@@ -278,15 +290,17 @@ def test_distill_workers_agree_with_one_process_and_resume(tmp_path, write_tiny_
     again = distill_in_workers(str(folder), "float32", prompts, out, workers=2, **options)
     assert again.prompts_done == 0 and len(out.read_text().splitlines()) == 7
     with pytest.raises(WorkerFailed, match="worker 0 failed: .*no-such-model"):
-        distill_in_workers(str(tmp_path / "no-such-model"), "float32", [{"prompt": "x"}], tmp_path / "x.jsonl",
-                           workers=2, **options)
+        distill_in_workers(
+            str(tmp_path / "no-such-model"), "float32", [{"prompt": "x"}], tmp_path / "x.jsonl", workers=2, **options
+        )
 
 
 def test_cli_train_distils_trains_and_guards_out(tmp_path, write_tiny_folder):
     from redrafter_mlx.cli.main import load_commands
+    from typer.testing import CliRunner
+
     from redrafter_mlx.formats.loading import load
     from redrafter_mlx.prompting import encode_prompt
-    from typer.testing import CliRunner
 
     model = write_tiny_folder(tmp_path / "model")
     prompts = tmp_path / "prompts.jsonl"
@@ -294,12 +308,37 @@ def test_cli_train_distils_trains_and_guards_out(tmp_path, write_tiny_folder):
     rows.append({"id": "p4", "turns": ["Say 4 things", "Now say fewer"]})  # the follow-up is distilled alone
     prompts.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "drafter"
-    args = ["train", "-M", str(model), "--prompts", str(prompts), "--out", str(out), "--max-new-tokens", "6",
-            "--steps", "4", "--eval-every", "2", "--eval-prompts", "1", "--token-subset", "128",
-            "--exit-dim", "64", "--layers", "1", "--batch-positions", "8", "--predict", "2"]
+    args = [
+        "train",
+        "-M",
+        str(model),
+        "--prompts",
+        str(prompts),
+        "--out",
+        str(out),
+        "--max-new-tokens",
+        "6",
+        "--steps",
+        "4",
+        "--eval-every",
+        "2",
+        "--eval-prompts",
+        "1",
+        "--token-subset",
+        "128",
+        "--exit-dim",
+        "64",
+        "--layers",
+        "1",
+        "--batch-positions",
+        "8",
+        "--predict",
+        "2",
+    ]
     app = load_commands()
-    result = CliRunner().invoke(app, args + ["--distill-workers", "2", "--warmup-steps", "1", "--soft-targets", "0.5",
-                                                   "--eval-max-tokens", "5"])
+    result = CliRunner().invoke(
+        app, args + ["--distill-workers", "2", "--warmup-steps", "1", "--soft-targets", "0.5", "--eval-max-tokens", "5"]
+    )
     assert result.exit_code == 0, result.output
     assert "distillation: 6 new answers" in result.output
     run_config = json.loads((out / "training" / "run.json").read_text())["config"]
@@ -313,17 +352,53 @@ def test_cli_train_distils_trains_and_guards_out(tmp_path, write_tiny_folder):
     assert loaded.config.token_subset_size == 128 and loaded.config.num_draft_layers == 1
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 2 and "--resume" in again.output
-    resumed = CliRunner().invoke(app, args[:-8] + ["--steps", "6", "--eval-every", "2", "--eval-prompts", "0",
-                                                   "--token-subset", "128", "--exit-dim", "64", "--layers", "1",
-                                                   "--batch-positions", "8", "--predict", "2", "--resume"])
+    resumed = CliRunner().invoke(
+        app,
+        args[:-8]
+        + [
+            "--steps",
+            "6",
+            "--eval-every",
+            "2",
+            "--eval-prompts",
+            "0",
+            "--token-subset",
+            "128",
+            "--exit-dim",
+            "64",
+            "--layers",
+            "1",
+            "--batch-positions",
+            "8",
+            "--predict",
+            "2",
+            "--resume",
+        ],
+    )
     assert resumed.exit_code == 0, resumed.output
     state = json.loads((out / "training" / "checkpoint" / "train_state.json").read_text())
     assert state["step"] == 6
     tuned = tmp_path / "tuned"
     packed = tmp_path / "distill.jsonl.gz"  # the shipped drafter's data is kept compressed
     packed.write_bytes(gzip.compress((out / "training" / "distill.jsonl").read_bytes()))
-    tune = ["train", "-M", str(model), "--out", str(tuned), "--skip-distill", "--steps", "2", "--eval-prompts", "0",
-            "--distill-data", str(packed), "--predict", "2", "--batch-positions", "8"]
+    tune = [
+        "train",
+        "-M",
+        str(model),
+        "--out",
+        str(tuned),
+        "--skip-distill",
+        "--steps",
+        "2",
+        "--eval-prompts",
+        "0",
+        "--distill-data",
+        str(packed),
+        "--predict",
+        "2",
+        "--batch-positions",
+        "8",
+    ]
     missing = CliRunner().invoke(app, tune + ["--init-from", str(tmp_path / "nowhere")])
     assert missing.exit_code == 2 and "nowhere: not a drafter folder" in missing.output and not tuned.exists()
     extend = CliRunner().invoke(app, [a for a in tune if a != "--skip-distill"])
@@ -361,10 +436,20 @@ def test_soft_loss_is_cross_entropy_against_the_llm_at_the_right_positions(tied)
     drafter.lm_head[1].weight = mx.random.normal(drafter.lm_head[1].weight.shape)  # non-uniform q
     rows = np.arange(len(hidden))
     teacher = (mx.array(later_states(hidden, rows, predict)), teacher_head(model, config["hidden_size"], ids))
-    loss, _ = drafter_loss(drafter, model.embedding, mx.array(hidden), mx.array(win), head_index_map(drafter),
-                           predict, soft=1.0, teacher=teacher)
+    loss, _ = drafter_loss(
+        drafter,
+        model.embedding,
+        mx.array(hidden),
+        mx.array(win),
+        head_index_map(drafter),
+        predict,
+        soft=1.0,
+        teacher=teacher,
+    )
 
-    q_logits = [np.array(lg) for lg in unrolled_logits(drafter, model.embedding, mx.array(hidden), mx.array(win), predict)]
+    q_logits = [
+        np.array(lg) for lg in unrolled_logits(drafter, model.embedding, mx.array(hidden), mx.array(win), predict)
+    ]
     per_depth = [[] for _ in range(predict)]
     row = 0
     for r in recs:
@@ -386,7 +471,10 @@ def test_soft_targets_teach_the_llm_distribution(tmp_path):
     """On text the LLM did not write, hard labels teach the text and soft targets teach
     the LLM: only the soft-trained drafter ends up close to p_LLM (held-out KL)."""
     model, config = training_llm(seed=5)
-    train, held = llm_hidden_states(model, pattern_records(40), 3), llm_hidden_states(model, pattern_records(8, seed=1), 3)
+    train, held = (
+        llm_hidden_states(model, pattern_records(40), 3),
+        llm_hidden_states(model, pattern_records(8, seed=1), 3),
+    )
     rows = teacher_head(model, config["hidden_size"], None)
 
     def kl_to_llm(drafter) -> float:
@@ -413,18 +501,40 @@ def test_init_from_starts_at_a_drafter_and_checks_it_fits(tmp_path):
     model, config = training_llm()
     recs = pattern_records(20)
     data = llm_hidden_states(model, recs, 2)
-    first = train_drafter(model, config, data, data, tmp_path / "a",
-                          train_config(predict=2, steps=20, token_subset_size=48),
-                          token_ids=select_token_subset(recs, 48, TRAINING_VOCAB), out_dir=tmp_path / "first")
-    again = train_drafter(model, config, data, data, tmp_path / "b",
-                          train_config(predict=2, steps=3, lr=0.0, exit_dim=32), init_from=tmp_path / "first")
+    first = train_drafter(
+        model,
+        config,
+        data,
+        data,
+        tmp_path / "a",
+        train_config(predict=2, steps=20, token_subset_size=48),
+        token_ids=select_token_subset(recs, 48, TRAINING_VOCAB),
+        out_dir=tmp_path / "first",
+    )
+    again = train_drafter(
+        model,
+        config,
+        data,
+        data,
+        tmp_path / "b",
+        train_config(predict=2, steps=3, lr=0.0, exit_dim=32),
+        init_from=tmp_path / "first",
+    )
     assert again.drafter.config == load_drafter(tmp_path / "first").config
     before = dict(tree_flatten(load_drafter(tmp_path / "first").parameters()))
     for k, v in tree_flatten(again.drafter.parameters()):
         np.testing.assert_array_equal(np.array(v), np.array(before[k]), err_msg=k)
-    assert first.best is not None and again.history[-1]["top1"] == pytest.approx(accuracy(
-        load_drafter(tmp_path / "first"), model.embedding, *data, 2)["top1"])
+    assert first.best is not None and again.history[-1]["top1"] == pytest.approx(
+        accuracy(load_drafter(tmp_path / "first"), model.embedding, *data, 2)["top1"]
+    )
     other = tiny_config(vocab_size=TRAINING_VOCAB, hidden_size=32)
     with pytest.raises(ValueError, match="hidden size 64 .* the LLM has 32"):
-        train_drafter(random_model(other), other, data, data, tmp_path / "c", train_config(predict=2, steps=1),
-                      init_from=tmp_path / "first")
+        train_drafter(
+            random_model(other),
+            other,
+            data,
+            data,
+            tmp_path / "c",
+            train_config(predict=2, steps=1),
+            init_from=tmp_path / "first",
+        )

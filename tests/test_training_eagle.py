@@ -16,14 +16,14 @@ from scipy.special import logsumexp
 
 from redrafter_mlx.decoding.loop import generate_ar, generate_redrafter
 from redrafter_mlx.drafting import TreeShape
-from redrafter_mlx.tuning import DraftPlan
-from redrafter_mlx.training.distill import DistillRecord
 from redrafter_mlx.drafting.kinds.eagle import Eagle
 from redrafter_mlx.drafting.registry import load_drafter_folder
 from redrafter_mlx.errors import InputError
 from redrafter_mlx.training import train_drafter
+from redrafter_mlx.training.distill import DistillRecord
 from redrafter_mlx.training.eagle import eagle_loss, eagle_outputs, record_spans, sequence_batch, training_batch
 from redrafter_mlx.training.start import make_drafter
+from redrafter_mlx.tuning import DraftPlan
 
 from .helpers import (
     TRAINING_VOCAB,
@@ -56,8 +56,15 @@ def perturbed(eagle: Eagle, scale: float = 0.05) -> Eagle:
     return eagle
 
 
-def reference_loss(eagle: Eagle, model, records: list[DistillRecord], shift: int = 0, soft: float = 0.0,
-                   reg_weight: float = 1.0, cls_weight: float = 0.1) -> float:
+def reference_loss(
+    eagle: Eagle,
+    model,
+    records: list[DistillRecord],
+    shift: int = 0,
+    soft: float = 0.0,
+    reg_weight: float = 1.0,
+    cls_weight: float = 0.1,
+) -> float:
     """The objective restated from the raw records: the LLM's final-norm states h of prompt +
     answer by a plain forward; per answer y_0..y_{R-1} (p prompt tokens) the pairs (y_{j+shift},
     h_{p-1+j}) read by upstream's EAGLE forward in torch; targets h_{p+j} and y_{j+1+shift}
@@ -83,20 +90,30 @@ def reference_loss(eagle: Eagle, model, records: list[DistillRecord], shift: int
     return reg_weight * np.mean(regs) + cls_weight * np.mean(ces)
 
 
-@pytest.mark.parametrize("lengths, soft, weights", [
-    ((3, 1), 0.0, (1.0, 0.1)),  # 2 positions with a target; the second answer all padding
-    ((3, 2), 0.0, (0.5, 2.0)),
-    ((3, 2), 1.0, (1.0, 0.1)),  # upstream's soft target: the LLM's distribution at the next feature
-])
+@pytest.mark.parametrize(
+    "lengths, soft, weights",
+    [
+        ((3, 1), 0.0, (1.0, 0.1)),  # 2 positions with a target; the second answer all padding
+        ((3, 2), 0.0, (0.5, 2.0)),
+        ((3, 2), 1.0, (1.0, 0.1)),  # upstream's soft target: the LLM's distribution at the next feature
+    ],
+)
 def test_loss_is_smooth_l1_plus_cross_entropy_on_the_next_pair(lengths, soft, weights):
     """The batch of two answers (right-padded, the last pair of each without a target) gives
     the restated objective; the off-by-one pairing (feature t with token t+2) does not."""
     model, config = training_llm()
     eagle = perturbed(make_drafter(eagle_cfg(), config, None, model=model))
     rng = np.random.default_rng(3)
-    records = [DistillRecord(f"r{i}", [int(x) for x in rng.integers(0, TRAINING_VOCAB, 4)],
-                             [int(x) for x in rng.permutation(TRAINING_VOCAB)[:n]], 0.0, "length")
-               for i, n in enumerate(lengths)]
+    records = [
+        DistillRecord(
+            f"r{i}",
+            [int(x) for x in rng.integers(0, TRAINING_VOCAB, 4)],
+            [int(x) for x in rng.permutation(TRAINING_VOCAB)[:n]],
+            0.0,
+            "length",
+        )
+        for i, n in enumerate(lengths)
+    ]
     data = llm_hidden_states(model, records, 1)
     spans = np.array([[0, lengths[0]], [lengths[0], sum(lengths)]])
     assert record_spans(data[1]).tolist() == [s for s in spans.tolist() if s[1] - s[0] >= 2]
@@ -124,8 +141,7 @@ def test_batches_crop_long_answers_and_noise_the_inputs_only():
     tokens, features, index, target_features, target_tokens = training_batch(data, spans, cfg, 3)
     assert tokens.shape == (6, 8) and index.shape[0] >= 6 * 7
     flat = np.array(features).reshape(-1, features.shape[-1])
-    starts = [int(np.flatnonzero((data[1][s:e, 0] == np.array(tokens)[b, 0]))[0]) + s
-              for b, (s, e) in enumerate(spans)]
+    starts = [int(np.flatnonzero((data[1][s:e, 0] == np.array(tokens)[b, 0]))[0]) + s for b, (s, e) in enumerate(spans)]
     clean = np.concatenate([data[0][s : s + 8] for s in starts])
     noise = flat - clean
     assert np.abs(noise).max() <= 0.25 and np.abs(noise).max() > 0.2 and abs(noise.mean()) < 0.02
@@ -156,18 +172,23 @@ def test_eagle_learns_and_its_folder_loads_exact_and_accepting(tmp_path):
     loaded = load_drafter_folder(out, mx.float32)
     assert type(loaded) is Eagle and loaded.kind == "eagle" and loaded.config == cfg.kind_config(config)
     assert loaded.config["num_hidden_layers"] == 1 and loaded.stage_prompt is False
-    np.testing.assert_allclose(np.array(loaded.embed_tokens.weight), np.array(model.embedding.weight),
-                               rtol=1e-3, atol=1e-3)  # stored float16
+    np.testing.assert_allclose(
+        np.array(loaded.embed_tokens.weight), np.array(model.embedding.weight), rtol=1e-3, atol=1e-3
+    )  # stored float16
     assert "embed_tokens.weight" not in dict(tree_flatten(loaded.trainable_parameters()))
     batch = sequence_batch(held, record_spans(held[1])[:4])
-    np.testing.assert_allclose(eagle_loss(loaded, model, *batch)[0].item(),
-                               eagle_loss(result.drafter, model, *batch)[0].item(), rtol=1e-2)  # stored float16
+    np.testing.assert_allclose(
+        eagle_loss(loaded, model, *batch)[0].item(), eagle_loss(result.drafter, model, *batch)[0].item(), rtol=1e-2
+    )  # stored float16
 
     def tokens_per_step(drafter) -> float:
         accepted = []
         for r in train_recs[:10]:
-            tokens, stats = collect(generate_redrafter(model, drafter, r.prompt_ids,
-                                                       DraftPlan(TreeShape(3, 4, 3), lookup=False), max_tokens=24))
+            tokens, stats = collect(
+                generate_redrafter(
+                    model, drafter, r.prompt_ids, DraftPlan(TreeShape(3, 4, 3), lookup=False), max_tokens=24
+                )
+            )
             assert tokens == r.response_ids == collect(generate_ar(model, r.prompt_ids, max_tokens=24))[0]
             accepted += stats.accepted_per_step
         return float(np.mean(accepted))
@@ -214,15 +235,35 @@ def test_cli_trains_an_eagle_and_refuses_other_kinds_flags(tmp_path, write_tiny_
     flags (and --predict) are one usage line, its flags with another kind too; --resume takes
     the checkpoint's kind."""
     run = train_cli(tmp_path, write_tiny_folder(tmp_path / "model"))
-    assert_refused(run, tmp_path, [
-        (["--kind", "eagle", "--token-subset", "128"], "--token-subset is for --kind redrafter"),
-        (["--kind", "eagle", "--layers", "2"], "--layers is for --kind redrafter or medusa, not eagle"),
-        (["--kind", "eagle", "--predict", "2"], "--predict is for --kind redrafter or mlp-speculator"),
-        (["--kind", "medusa", "--eagle-seq", "8"], "--eagle-seq is for --kind eagle, not medusa"),
-        (["--eagle-noise", "0.1"], "--eagle-noise is for --kind eagle, not redrafter")])
+    assert_refused(
+        run,
+        tmp_path,
+        [
+            (["--kind", "eagle", "--token-subset", "128"], "--token-subset is for --kind redrafter"),
+            (["--kind", "eagle", "--layers", "2"], "--layers is for --kind redrafter or medusa, not eagle"),
+            (["--kind", "eagle", "--predict", "2"], "--predict is for --kind redrafter or mlp-speculator"),
+            (["--kind", "medusa", "--eagle-seq", "8"], "--eagle-seq is for --kind eagle, not medusa"),
+            (["--eagle-noise", "0.1"], "--eagle-noise is for --kind eagle, not redrafter"),
+        ],
+    )
 
-    first = run("eagle", "--kind", "eagle", "--eagle-layers", "2", "--eagle-seq", "8", "--eagle-noise", "0.1",
-                "--eagle-cls-weight", "0.5", "--steps", "2", "--eval-every", "2")
+    first = run(
+        "eagle",
+        "--kind",
+        "eagle",
+        "--eagle-layers",
+        "2",
+        "--eagle-seq",
+        "8",
+        "--eagle-noise",
+        "0.1",
+        "--eagle-cls-weight",
+        "0.5",
+        "--steps",
+        "2",
+        "--eval-every",
+        "2",
+    )
     assert first.exit_code == 0, first.output
     eagle = load_drafter_folder(tmp_path / "eagle", mx.float32)
     assert type(eagle) is Eagle and eagle.config["num_hidden_layers"] == 2 and not eagle.stage_prompt

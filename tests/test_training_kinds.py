@@ -16,14 +16,13 @@ from scipy.special import erf, logsumexp
 
 from redrafter_mlx.decoding.loop import generate_redrafter
 from redrafter_mlx.drafting import TreeShape
-from redrafter_mlx.tuning import DraftPlan
-from redrafter_mlx.training.distill import read_distill_file
-from redrafter_mlx.drafting.registry import load_drafter_folder
 from redrafter_mlx.drafting.kinds.medusa import Medusa
 from redrafter_mlx.drafting.kinds.mlp_speculator import MLPSpeculator
+from redrafter_mlx.drafting.registry import load_drafter_folder
 from redrafter_mlx.errors import InputError
 from redrafter_mlx.training import train_drafter
 from redrafter_mlx.training.dataset import later_states
+from redrafter_mlx.training.distill import read_distill_file
 from redrafter_mlx.training.loss import (
     drafter_loss,
     head_index_map,
@@ -31,6 +30,7 @@ from redrafter_mlx.training.loss import (
     unrolled_logits,
 )
 from redrafter_mlx.training.start import make_drafter
+from redrafter_mlx.tuning import DraftPlan
 
 from .helpers import (
     assert_refused,
@@ -89,13 +89,16 @@ def positions(model, predict: int) -> tuple[np.ndarray, np.ndarray]:
     return hidden, windows
 
 
-@pytest.mark.parametrize("kind, extra, predict", [
-    ("mlp-speculator", {}, 1),
-    ("mlp-speculator", {}, 3),
-    ("mlp-speculator", {"tie_weights": True, "scale_input": True, "inner_dim": 48}, 3),
-    ("medusa", {}, 1),
-    ("medusa", {"medusa_layers": 2}, 3),
-])
+@pytest.mark.parametrize(
+    "kind, extra, predict",
+    [
+        ("mlp-speculator", {}, 1),
+        ("mlp-speculator", {}, 3),
+        ("mlp-speculator", {"tie_weights": True, "scale_input": True, "inner_dim": 48}, 3),
+        ("medusa", {}, 1),
+        ("medusa", {"medusa_layers": 2}, 3),
+    ],
+)
 def test_loss_is_each_depths_cross_entropy_on_the_next_token(kind, extra, predict):
     """Depth j (1-based) reads window column j - 1 and is scored on column j: the loss is
     the sum over depths of the mean CE of the valid (>= 0) targets, the drafter's logits
@@ -103,8 +106,9 @@ def test_loss_is_each_depths_cross_entropy_on_the_next_token(kind, extra, predic
     model, config = training_llm()
     drafter = randomised(make_drafter(train_config(kind=kind, predict=predict, **extra), config, None))
     hidden, windows = positions(model, predict)
-    loss, counts = drafter_loss(drafter, model.embedding, mx.array(hidden), mx.array(windows),
-                                head_index_map(drafter), predict)
+    loss, counts = drafter_loss(
+        drafter, model.embedding, mx.array(hidden), mx.array(windows), head_index_map(drafter), predict
+    )
     logits = reference_logits(drafter, hidden, np.maximum(windows, 0), predict)
     expected = 0.0
     for j, lg in enumerate(logits):
@@ -126,8 +130,9 @@ def test_soft_targets_are_the_llms_whole_distribution(kind):
     drafter = randomised(make_drafter(train_config(kind=kind, predict=predict), config, None))
     hidden, windows = positions(model, predict)
     later = later_states(hidden, np.arange(len(hidden)), predict)
-    loss, _ = loss_and_grad(model, drafter, predict, soft=1.0)(drafter, mx.array(hidden), mx.array(windows),
-                                                               mx.array(later))
+    loss, _ = loss_and_grad(model, drafter, predict, soft=1.0)(
+        drafter, mx.array(hidden), mx.array(windows), mx.array(later)
+    )
     expected = 0.0
     for j, lg in enumerate(reference_logits(drafter, hidden, np.maximum(windows, 0), predict)):
         llm = np.array(model.logits(mx.array(later[:, j])), np.float64)
@@ -156,15 +161,19 @@ def test_kind_learns_and_its_folder_loads_and_drafts(tmp_path, kind):
     assert type(loaded) is CLASSES[kind] and loaded.kind == kind
     assert loaded.config == cfg.kind_config(config)
     h, w = mx.array(held[0][:8]), mx.array(held[1][:8])
-    for got, want in zip(unrolled_logits(loaded, model.embedding, h, w, 3),
-                         unrolled_logits(result.drafter, model.embedding, h, w, 3)):
+    for got, want in zip(
+        unrolled_logits(loaded, model.embedding, h, w, 3), unrolled_logits(result.drafter, model.embedding, h, w, 3)
+    ):
         np.testing.assert_allclose(np.array(got), np.array(want), atol=5e-2)  # stored as float16
 
     def tokens_per_step(drafter) -> float:
         accepted = []
         for r in held_recs:
-            tokens, stats = collect(generate_redrafter(model, drafter, r.prompt_ids,
-                                                       DraftPlan(TreeShape(3, 4, 3), lookup=False), max_tokens=24))
+            tokens, stats = collect(
+                generate_redrafter(
+                    model, drafter, r.prompt_ids, DraftPlan(TreeShape(3, 4, 3), lookup=False), max_tokens=24
+                )
+            )
             assert tokens == r.response_ids  # greedy: the LLM's own answer
             accepted += stats.accepted_per_step
         return float(np.mean(accepted))
@@ -194,20 +203,40 @@ def test_init_from_needs_the_same_kind_and_enough_depths(tmp_path):
     model, config = training_llm()
     data = llm_hidden_states(model, pattern_records(12), 2)
     first = tmp_path / "first"
-    train_drafter(model, config, data, data, tmp_path / "a", train_config(kind="mlp-speculator", predict=2, steps=2),
-                  out_dir=first)
-    again = train_drafter(model, config, data, data, tmp_path / "b",
-                          train_config(kind="mlp-speculator", predict=2, steps=2, lr=0.0, inner_dim=16),
-                          init_from=first)
+    train_drafter(
+        model,
+        config,
+        data,
+        data,
+        tmp_path / "a",
+        train_config(kind="mlp-speculator", predict=2, steps=2),
+        out_dir=first,
+    )
+    again = train_drafter(
+        model,
+        config,
+        data,
+        data,
+        tmp_path / "b",
+        train_config(kind="mlp-speculator", predict=2, steps=2, lr=0.0, inner_dim=16),
+        init_from=first,
+    )
     before = dict(tree_flatten(load_drafter_folder(first, mx.float32).parameters()))
     for k, v in tree_flatten(again.drafter.parameters()):
         np.testing.assert_array_equal(np.array(v), np.array(before[k]), err_msg=k)
     with pytest.raises(InputError, match="holds a mlp-speculator drafter; the run trains kind medusa"):
-        train_drafter(model, config, data, data, tmp_path / "c", train_config(kind="medusa", predict=2),
-                      init_from=first)
+        train_drafter(
+            model, config, data, data, tmp_path / "c", train_config(kind="medusa", predict=2), init_from=first
+        )
     with pytest.raises(InputError, match="drafts at most 2 tokens, but the run predicts 3"):
-        train_drafter(model, config, *[llm_hidden_states(model, pattern_records(12), 3)] * 2, tmp_path / "d",
-                      train_config(kind="mlp-speculator", predict=3), init_from=first)
+        train_drafter(
+            model,
+            config,
+            *[llm_hidden_states(model, pattern_records(12), 3)] * 2,
+            tmp_path / "d",
+            train_config(kind="mlp-speculator", predict=3),
+            init_from=first,
+        )
 
 
 def test_cli_trains_each_kind_and_refuses_other_kinds_flags(tmp_path, write_tiny_folder):
@@ -215,16 +244,32 @@ def test_cli_trains_each_kind_and_refuses_other_kinds_flags(tmp_path, write_tiny
     architecture flag is one usage line before anything is written, --resume and
     --init-from take the kind of the drafter they continue."""
     run = train_cli(tmp_path, write_tiny_folder(tmp_path / "model"), "--predict", "2")
-    assert_refused(run, tmp_path, [
-        (["--kind", "medusa", "--token-subset", "128"], "--token-subset is for --kind redrafter, not medusa"),
-        (["--kind", "mlp-speculator", "--tied"], "--tied/--untied is for --kind redrafter, not mlp-speculator"),
-        (["--kind", "mlp-speculator", "--layers", "2"], "--layers is for --kind redrafter or medusa"),
-        (["--inner-dim", "32"], "--inner-dim is for --kind mlp-speculator, not redrafter"),
-        (["--kind", "draft-llm"], "--kind: choose one of redrafter, mlp-speculator, medusa, eagle"),
-        (["--kind", "mlp-speculator", "--tie-weights", "--predict", "1"], "tie_weights needs predict >= 2")])
+    assert_refused(
+        run,
+        tmp_path,
+        [
+            (["--kind", "medusa", "--token-subset", "128"], "--token-subset is for --kind redrafter, not medusa"),
+            (["--kind", "mlp-speculator", "--tied"], "--tied/--untied is for --kind redrafter, not mlp-speculator"),
+            (["--kind", "mlp-speculator", "--layers", "2"], "--layers is for --kind redrafter or medusa"),
+            (["--inner-dim", "32"], "--inner-dim is for --kind mlp-speculator, not redrafter"),
+            (["--kind", "draft-llm"], "--kind: choose one of redrafter, mlp-speculator, medusa, eagle"),
+            (["--kind", "mlp-speculator", "--tie-weights", "--predict", "1"], "tie_weights needs predict >= 2"),
+        ],
+    )
 
-    mlp = run("mlp", "--kind", "mlp-speculator", "--inner-dim", "32", "--tie-weights", "--scale-input", "--steps", "2",
-              "--eval-every", "2")
+    mlp = run(
+        "mlp",
+        "--kind",
+        "mlp-speculator",
+        "--inner-dim",
+        "32",
+        "--tie-weights",
+        "--scale-input",
+        "--steps",
+        "2",
+        "--eval-every",
+        "2",
+    )
     assert mlp.exit_code == 0, mlp.output
     config = load_drafter_folder(tmp_path / "mlp", mx.float32).config
     assert (config.inner_dim, config.n_predict, config.tie_weights, config.scale_input) == (32, 2, True, True)

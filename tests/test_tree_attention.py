@@ -24,8 +24,10 @@ def reference_prefix_tree(beams: np.ndarray) -> np.ndarray:
     """Slow definition: the smallest beam with the same prefix."""
     width, length = beams.shape
     return np.array(
-        [[next(j for j in range(width) if (beams[j, : k + 1] == beams[i, : k + 1]).all()) for k in range(length)]
-         for i in range(width)]
+        [
+            [next(j for j in range(width) if (beams[j, : k + 1] == beams[i, : k + 1]).all()) for k in range(length)]
+            for i in range(width)
+        ]
     )
 
 
@@ -87,7 +89,7 @@ def test_packed_verification_equals_per_beam_sequential_verification(beams, extr
     unpacked = packed_logits[layout.unpack_index]  # (W, L, V)
     for w in range(width):
         sequence = mx.array([prefix + beams[w].tolist()])
-        expected = MODEL.logits(MODEL(sequence, MODEL.make_cache()))[0, len(prefix):]
+        expected = MODEL.logits(MODEL(sequence, MODEL.make_cache()))[0, len(prefix) :]
         assert mx.abs(unpacked[w] - expected).max().item() <= 1e-4
 
 

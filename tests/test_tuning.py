@@ -24,6 +24,7 @@ from redrafter_mlx.tuning import (
 
 from .helpers import SHAPE_GRID, cpu_like, gpu_like, synthetic_costs
 
+
 @given(st.dictionaries(st.integers(1, 40), st.floats(1.0, 500.0), min_size=1), st.integers(1, 40))
 def test_padded_length_is_the_cheapest_measured_length_that_fits(verify_ms, count):
     calibration = Calibration("cpu", "float32", verify_ms, 0.0)

@@ -21,8 +21,8 @@ import pytest
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2
 
-from redrafter_mlx.errors import InputError
 from redrafter_mlx.drafting.loading import load_draft_model, load_drafter_for
+from redrafter_mlx.errors import InputError
 from redrafter_mlx.formats.loading import LoadedModel, load
 
 from .helpers import (
@@ -71,8 +71,18 @@ def sentencepiece_32000(root: Path) -> Path:
 
 def eagle_config(**overrides) -> dict:
     """An upstream EAGLE config: the target's Llama config with one layer."""
-    return tiny_config(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=1, num_key_value_heads=4,
-                       architectures=["LlamaForCausalLM"], hidden_act="silu", torch_dtype="float16") | overrides
+    return (
+        tiny_config(
+            vocab_size=VOCAB,
+            hidden_size=HIDDEN,
+            num_hidden_layers=1,
+            num_key_value_heads=4,
+            architectures=["LlamaForCausalLM"],
+            hidden_act="silu",
+            torch_dtype="float16",
+        )
+        | overrides
+    )
 
 
 def write_eagle(folder: Path, config: dict) -> None:
@@ -87,24 +97,49 @@ def vicuna(tmp_path_factory) -> dict[str, Path]:
     EAGLE / Medusa / MLP-speculator checkpoints sized for it (vocab 32000, hidden 64)."""
     root = tmp_path_factory.mktemp("vicuna")
     sentencepiece_32000(root / "spm")
-    config = tiny_config(vocab_size=VOCAB, hidden_size=HIDDEN, num_key_value_heads=4, bos_token_id=1,
-                         eos_token_id=2, pad_token_id=0, architectures=["LlamaForCausalLM"])
+    config = tiny_config(
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        num_key_value_heads=4,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        architectures=["LlamaForCausalLM"],
+    )
     paths = {"vicuna": write_random_llama(root / "tiny-vicuna-7b", config, root / "spm", seed=0)}
     # vicuna-68m's upstream config carries bos/pad ids that are not Vicuna's; harmless, since
     # only token ids cross the seam and the draft model's own tokenizer is never used.
-    draft = tiny_config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_attention_heads=4,
-                        num_key_value_heads=4, bos_token_id=0, eos_token_id=2, pad_token_id=1)
+    draft = tiny_config(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        bos_token_id=0,
+        eos_token_id=2,
+        pad_token_id=1,
+    )
     paths["draft"] = write_random_llama(root / "tiny-vicuna-68m", draft, root / "spm", seed=1)
 
     write_eagle(root / "EAGLE-tiny-vicuna", eagle_config())
     torch.manual_seed(2)
     medusa_heads = torch.nn.ModuleList(  # upstream's medusa_head: 3 heads of one ResBlock
-        torch.nn.Sequential(TorchResBlock(HIDDEN), torch.nn.Linear(HIDDEN, VOCAB, bias=False)) for _ in range(3))
+        torch.nn.Sequential(TorchResBlock(HIDDEN), torch.nn.Linear(HIDDEN, VOCAB, bias=False)) for _ in range(3)
+    )
     write_medusa_upstream(root / "medusa-tiny-vicuna", medusa_heads.state_dict(), "pt", layers=1)
-    write_speculator_upstream(root / "mlp-speculator-tiny-vicuna", tie=False, scale=True, layout="hf-bin",
-                              sizes=SpeculatorSizes(emb=HIDDEN, inner=32, vocab=VOCAB, n=3))
-    paths |= {"eagle": root / "EAGLE-tiny-vicuna", "medusa": root / "medusa-tiny-vicuna",
-              "mlp": root / "mlp-speculator-tiny-vicuna", "root": root}
+    write_speculator_upstream(
+        root / "mlp-speculator-tiny-vicuna",
+        tie=False,
+        scale=True,
+        layout="hf-bin",
+        sizes=SpeculatorSizes(emb=HIDDEN, inner=32, vocab=VOCAB, n=3),
+    )
+    paths |= {
+        "eagle": root / "EAGLE-tiny-vicuna",
+        "medusa": root / "medusa-tiny-vicuna",
+        "mlp": root / "mlp-speculator-tiny-vicuna",
+        "root": root,
+    }
     return paths
 
 
@@ -187,8 +222,9 @@ def test_a_draft_model_folder_without_tokenizer_files_drafts(vicuna, loaded, tmp
     for name in ("config.json", "model.safetensors"):
         shutil.copy(vicuna["draft"] / name, folder / name)
     assert load_draft_model(loaded, str(folder), mx.float32).kind == "draft-llm"
-    assert_one_line_error(run_redrafter("generate", "-M", str(folder), "-p", "hi", "-m", "2", "--mode", "ar"), 1,
-                          "no usable tokenizer")
+    assert_one_line_error(
+        run_redrafter("generate", "-M", str(folder), "-p", "hi", "-m", "2", "--mode", "ar"), 1, "no usable tokenizer"
+    )
 
 
 def nothing_written(parent: Path, out: Path) -> bool:
@@ -213,8 +249,9 @@ def test_a_wrong_or_unknown_format_is_refused(vicuna, tmp_path):
 
 
 def test_an_unconverted_medusa_folder_as_drafter_is_one_line(vicuna):
-    result = run_redrafter("chat", "-M", str(vicuna["vicuna"]), "--drafter", str(vicuna["medusa"]), "-m", "4",
-                           stdin="Hi\n")
+    result = run_redrafter(
+        "chat", "-M", str(vicuna["vicuna"]), "--drafter", str(vicuna["medusa"]), "-m", "4", stdin="Hi\n"
+    )
     assert_one_line_error(result, 1, str(vicuna["medusa"]))
 
 

@@ -23,18 +23,18 @@ from dataclasses import dataclass, field
 
 import mlx.core as mx
 
-from ..verify.acceptance import accept
-from ..models.cache import BatchKVCache, KVCache
-from ..sampling import sampler_scores
-from .loop import GenerationStats, answer_part, context_room
 from ..drafting import TreeDrafter, TreeShape, make_batch_draft_fn
 from ..drafting.beam_search import DRAFT_TOP_K
-from ..errors import InputError
 from ..drafting.lookup import TextBuffer
+from ..errors import InputError
+from ..models.cache import BatchKVCache, KVCache
 from ..models.llama import Model, prefill
 from ..options import DecodingOptions
+from ..sampling import sampler_scores
 from ..tuning.plan import FALLBACK_SHAPE
+from ..verify.acceptance import accept
 from ..verify.tree_attention import TreeLayout, bucket, pack
+from .loop import GenerationStats, answer_part, context_room
 
 TEXT_BLOCK = 1024  # lookup buffers are padded to a multiple of this, so the draft phase traces rarely
 
@@ -82,11 +82,21 @@ class BatchDecoder:
     left. `shape`: the tree every row drafts (default `FALLBACK_SHAPE`, W=3 L=5 S=3); no drafter:
     plain decoding. `draft_top_k`: the beam search's top-k (each request's sampler has its own)."""
 
-    def __init__(self, model: Model, drafter: TreeDrafter | None, shape: TreeShape | None = None, *,
-                 draft_top_k: int = DRAFT_TOP_K, lookup: bool = True, eos_ids: Iterable[int] = ()):
+    def __init__(
+        self,
+        model: Model,
+        drafter: TreeDrafter | None,
+        shape: TreeShape | None = None,
+        *,
+        draft_top_k: int = DRAFT_TOP_K,
+        lookup: bool = True,
+        eos_ids: Iterable[int] = (),
+    ):
         if drafter is not None and drafter.stateful:
-            raise InputError(f"batched decoding drafts with stateless drafter kinds (redrafter, medusa, "
-                             f"mlp-speculator), not {drafter.kind}")
+            raise InputError(
+                f"batched decoding drafts with stateless drafter kinds (redrafter, medusa, "
+                f"mlp-speculator), not {drafter.kind}"
+            )
         self.model, self.drafter = model, drafter
         self.shape = TreeShape(1, 1, 1) if drafter is None else shape or FALLBACK_SHAPE
         self.lookup = lookup and drafter is not None
@@ -96,8 +106,9 @@ class BatchDecoder:
         self.beams: mx.array | None = None  # (B, W, L) each row's next tree
         self.layout: TreeLayout | None = None  # (B, W, L) unpack index and owner, (B,) count
         self.padded = [bucket(c, self.shape.max_packed) for c in range(self.shape.max_packed + 1)]
-        self._draft = make_batch_draft_fn(drafter, model.embedding, self.shape, draft_top_k=draft_top_k,
-                                          lookup=self.lookup)
+        self._draft = make_batch_draft_fn(
+            drafter, model.embedding, self.shape, draft_top_k=draft_top_k, lookup=self.lookup
+        )
 
     def add(self, handle: Hashable, request: Request) -> Update:
         """Prefill a request, emit its first token and draft its first tree; the row joins the
@@ -130,8 +141,11 @@ class BatchDecoder:
         self.cache.append(cache)
         self.rows.append(row)
         self.beams = beams if self.beams is None else mx.concatenate([self.beams, beams])
-        self.layout = layout if self.layout is None else TreeLayout.combine(
-            lambda a, b: mx.concatenate([a, b]), self.layout, layout)
+        self.layout = (
+            layout
+            if self.layout is None
+            else TreeLayout.combine(lambda a, b: mx.concatenate([a, b]), self.layout, layout)
+        )
         return Update(handle, [first], stats)
 
     def remove(self, handle: Hashable) -> Update | None:
@@ -180,8 +194,13 @@ class BatchDecoder:
         next_tokens = mx.stack([r.next_token for r in results])
         self.beams, self.layout = self._draft(hidden, next_tokens, self._texts(), mx.stack(lengths).astype(mx.int32))
         length = beams.shape[-1]
-        read = mx.concatenate([mx.stack([r.accepted for r in results]),
-                               mx.stack([r.emitted for r in results]).reshape(-1), self.layout.count]).tolist()
+        read = mx.concatenate(
+            [
+                mx.stack([r.accepted for r in results]),
+                mx.stack([r.emitted for r in results]).reshape(-1),
+                self.layout.count,
+            ]
+        ).tolist()
         accepted, emitted, counts = read[: len(rows)], read[len(rows) : -len(rows)], read[-len(rows) :]
         self.cache.commit([a + 1 for a in accepted])
         updates, keep = [], []
@@ -193,8 +212,9 @@ class BatchDecoder:
             stats.verified_tokens.append(row.count)
             stats.tree_cells.append(self.shape.beam_width * self.shape.beam_length)
             row.count = counts[b]
-            new, stop = answer_part(emitted[b * length : b * length + accepted[b] + 1], self.eos_ids,
-                                    row.max_tokens - stats.num_tokens)
+            new, stop = answer_part(
+                emitted[b * length : b * length + accepted[b] + 1], self.eos_ids, row.max_tokens - stats.num_tokens
+            )
             stats.num_tokens += len(new)
             stats.generation_time = now - row.started
             finish = "stop" if stop else "length" if stats.num_tokens >= row.max_tokens else None
@@ -212,5 +232,6 @@ class BatchDecoder:
         if not self.lookup:
             return mx.zeros((len(self.rows), 1), mx.int32)
         width = max(row.text.tokens.shape[1] for row in self.rows)
-        return mx.concatenate([mx.pad(row.text.tokens, [(0, 0), (0, width - row.text.tokens.shape[1])])
-                               for row in self.rows])
+        return mx.concatenate(
+            [mx.pad(row.text.tokens, [(0, 0), (0, width - row.text.tokens.shape[1])]) for row in self.rows]
+        )

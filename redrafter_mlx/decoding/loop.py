@@ -16,16 +16,16 @@ from dataclasses import dataclass, field
 
 import mlx.core as mx
 
-from ..verify.acceptance import accept
-from ..models.cache import KVCache
 from ..drafting import DraftFn, TreeDrafter, TreeShape, make_draft_fn
-from ..errors import InputError
-from ..sampling import Sampler, make_greedy_or_sampler, sampler_scores
 from ..drafting.lookup import TextBuffer
+from ..errors import InputError
+from ..models.cache import KVCache
 from ..models.llama import Model, prefill
-from ..verify.tree_attention import bucket, pack, verify_mask
-from ..tuning.plan import DraftPlan
 from ..runtime.timers import PhaseTimer
+from ..sampling import Sampler, make_greedy_or_sampler, sampler_scores
+from ..tuning.plan import DraftPlan
+from ..verify.acceptance import accept
+from ..verify.tree_attention import bucket, pack, verify_mask
 
 
 @dataclass
@@ -191,8 +191,7 @@ def generate_redrafter(
         text; features[j]: the LLM hidden state that predicted emitted[j]."""
         tree = adapt.choose() if adapt is not None else shape
         if tree not in draft_fns:
-            draft_fns[tree] = make_draft_fn(session, model.embedding, tree, draft_top_k=plan.draft_top_k,
-                                            lookup=lookup)
+            draft_fns[tree] = make_draft_fn(session, model.embedding, tree, draft_top_k=plan.draft_top_k, lookup=lookup)
         session.stage(emitted, features, count)
         if lookup:
             text.stage(emitted)
@@ -229,8 +228,9 @@ def generate_redrafter(
             result = accept(beams, layout.unpack_index, scores, sampler)
             timer.mark("accept", result.emitted)
             verified = tree
-            tree, beams, layout = draft(block[result.next_index], result.next_token, result.emitted,
-                                        block[result.path], result.accepted + 1)
+            tree, beams, layout = draft(
+                block[result.next_index], result.next_token, result.emitted, block[result.path], result.accepted + 1
+            )
             stats.verified_tokens.append(count)
             stats.tree_cells.append(verified.beam_width * verified.beam_length)
             accepted, *read, count = mx.concatenate(
@@ -267,8 +267,10 @@ def context_room(model: Model, used: int) -> int:
     if not limit:
         return sys.maxsize
     if used >= limit:
-        raise InputError(f"the prompt is {used} tokens, but the model's context holds {limit}: shorten it "
-                         f"(or, in chat, /reset the conversation)")
+        raise InputError(
+            f"the prompt is {used} tokens, but the model's context holds {limit}: shorten it "
+            f"(or, in chat, /reset the conversation)"
+        )
     return limit - used
 
 
@@ -296,5 +298,15 @@ def decode_steps(
     max_tokens = min(max_tokens, context_room(model, used))
     if drafter is None:
         return generate_ar(model, prompt, max_tokens=max_tokens, sampler=sampler, eos_ids=eos_ids, cache=cache)
-    return generate_redrafter(model, drafter, prompt, plan or DraftPlan(), max_tokens=max_tokens, sampler=sampler,
-                              eos_ids=eos_ids, cache=cache, context=context, timer=timer)
+    return generate_redrafter(
+        model,
+        drafter,
+        prompt,
+        plan or DraftPlan(),
+        max_tokens=max_tokens,
+        sampler=sampler,
+        eos_ids=eos_ids,
+        cache=cache,
+        context=context,
+        timer=timer,
+    )

@@ -5,5 +5,12 @@ from .phase import BatchDraftFn, DraftFn, TreeShape, make_batch_draft_fn, make_d
 from .seam import StepFn, TreeDrafter, reorder
 
 __all__ = [
-    "BatchDraftFn", "DraftFn", "StepFn", "TreeDrafter", "TreeShape", "make_batch_draft_fn", "make_draft_fn", "reorder",
+    "BatchDraftFn",
+    "DraftFn",
+    "StepFn",
+    "TreeDrafter",
+    "TreeShape",
+    "make_batch_draft_fn",
+    "make_draft_fn",
+    "reorder",
 ]

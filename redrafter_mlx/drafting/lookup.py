@@ -24,8 +24,11 @@ MIN_NGRAM = 1
 
 
 def lookup_draft(
-    context: mx.array, length: mx.array, width: int,
-    max_ngram: int = MAX_NGRAM, min_ngram: int = MIN_NGRAM,
+    context: mx.array,
+    length: mx.array,
+    width: int,
+    max_ngram: int = MAX_NGRAM,
+    min_ngram: int = MIN_NGRAM,
 ) -> tuple[mx.array, mx.array]:
     """context: (B, N) int token buffer, valid up to length (B,) (>= 1); width: tokens to draft.
 

@@ -86,7 +86,10 @@ def encode(windows: np.ndarray | mx.array, base: int) -> np.ndarray | mx.array:
 
 
 def build_ngram_table(
-    answers: Sequence[Sequence[int]], vocab_size: int, *, min_counts: Mapping[int, int] = MIN_COUNTS,
+    answers: Sequence[Sequence[int]],
+    vocab_size: int,
+    *,
+    min_counts: Mapping[int, int] = MIN_COUNTS,
     width: int = WIDTH,
 ) -> NgramTable:
     """For every n-gram (MIN_NGRAM <= n <= longest_ngram) occurring at least min_counts[n] times
@@ -99,8 +102,9 @@ def build_ngram_table(
         windows = np.lib.stride_tricks.sliding_window_view(text, n)[:-1]  # each followed by a token
         ends = np.arange(n - 1, text.size - 1)
         valid = (windows >= 0).all(axis=1) & (text[ends + 1] >= 0)
-        unique, key_of, counts = np.unique(encode(windows[valid], vocab_size + 1), return_inverse=True,
-                                           return_counts=True)
+        unique, key_of, counts = np.unique(
+            encode(windows[valid], vocab_size + 1), return_inverse=True, return_counts=True
+        )
         min_count = min_counts.get(n, 1)
         frequent = counts[key_of] >= min_count
         key_of, ends = key_of[frequent], ends[valid][frequent]

@@ -15,9 +15,9 @@ from typing import Any
 
 import mlx.core as mx
 
+from ..verify.tree_attention import TreeLayout, tree_layout
 from . import beam_search as search  # a module: beam_search.py imports this package's seam
 from .lookup import with_lookup_beam
-from ..verify.tree_attention import TreeLayout, tree_layout
 from .seam import TreeDrafter
 
 
@@ -54,7 +54,11 @@ DraftFn = BatchDraftFn
 
 
 def make_batch_draft_fn(
-    drafter: TreeDrafter | None, embedding: Any, shape: TreeShape, *, draft_top_k: int = search.DRAFT_TOP_K,
+    drafter: TreeDrafter | None,
+    embedding: Any,
+    shape: TreeShape,
+    *,
+    draft_top_k: int = search.DRAFT_TOP_K,
     lookup: bool = True,
 ) -> BatchDraftFn:
     """The draft phase of B sequences for one tree shape, compiled for a stateless drafter.
@@ -73,8 +77,9 @@ def make_batch_draft_fn(
         if drafter is None:
             beams = token.reshape(-1, 1, 1).astype(mx.int32)
         else:
-            beams, _ = search.beam_search(drafter, embedding, hidden, token, shape.beam_width, shape.beam_length,
-                                          draft_top_k, shape.search_width)
+            beams, _ = search.beam_search(
+                drafter, embedding, hidden, token, shape.beam_width, shape.beam_length, draft_top_k, shape.search_width
+            )
             if lookup:
                 beams = with_lookup_beam(beams, text, length, drafter.ngrams)
         rows = (tree_layout(beams[b]) for b in range(beams.shape[0]))
@@ -91,7 +96,11 @@ def make_batch_draft_fn(
 
 
 def make_draft_fn(
-    drafter: TreeDrafter, embedding: Any, shape: TreeShape, *, draft_top_k: int = search.DRAFT_TOP_K,
+    drafter: TreeDrafter,
+    embedding: Any,
+    shape: TreeShape,
+    *,
+    draft_top_k: int = search.DRAFT_TOP_K,
     lookup: bool = True,
 ) -> DraftFn:
     """`make_batch_draft_fn` for one sequence: (hidden (D,), token (), text (1, N), length

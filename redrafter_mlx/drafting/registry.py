@@ -102,8 +102,10 @@ def load_drafter_folder(folder: Path, dtype: mx.Dtype) -> TreeDrafter:
     if kind is None or kind is DRAFT_LLM:
         upstream = detect_format(folder)
         if upstream != RNN.name:
-            raise UnknownDrafterKind(f"{folder} is an upstream {upstream} checkpoint: convert it first "
-                                     f"(`redrafter convert {folder} OUT -M MODEL`)")
+            raise UnknownDrafterKind(
+                f"{folder} is an upstream {upstream} checkpoint: convert it first "
+                f"(`redrafter convert {folder} OUT -M MODEL`)"
+            )
     if model_type is not None and kind is None:  # drafter_kind read it, so config.json exists
         raise UnknownDrafterKind(
             f"{folder}: unknown drafter kind {model_type!r} (config.json model_type); "

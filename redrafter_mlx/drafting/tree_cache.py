@@ -68,8 +68,10 @@ class TreeScratch:
         if layer == 0:
             self.slots += keys.shape[2]
         stored = (self.base.cache.keys[layer][..., :end, :], self.base.cache.values[layer][..., :end, :])
-        return (mx.concatenate([stored[0], *self.keys[layer]], axis=2),
-                mx.concatenate([stored[1], *self.values[layer]], axis=2))
+        return (
+            mx.concatenate([stored[0], *self.keys[layer]], axis=2),
+            mx.concatenate([stored[1], *self.values[layer]], axis=2),
+        )
 
     def step_inputs(self, lineage: mx.array, depth: int) -> tuple[mx.array, mx.array, mx.array]:
         """For W beam tokens at `depth` >= 1 whose ancestors' slots are lineage (1, W, depth - 1):
@@ -79,12 +81,15 @@ class TreeScratch:
         n, staged, written = base.cache.length, base.staged, self.slots
         own = written + mx.arange(width, dtype=mx.int32)
         earlier = (lineage[0][:, :, None] == mx.arange(written)[None, None, :]).any(axis=1)  # (W, written)
-        mask = mx.concatenate([
-            mx.ones((width, n), mx.bool_),
-            mx.broadcast_to(mx.arange(staged)[None, :] < base.count, (width, staged)),
-            earlier,
-            mx.eye(width, dtype=mx.bool_),
-        ], axis=1)
+        mask = mx.concatenate(
+            [
+                mx.ones((width, n), mx.bool_),
+                mx.broadcast_to(mx.arange(staged)[None, :] < base.count, (width, staged)),
+                earlier,
+                mx.eye(width, dtype=mx.bool_),
+            ],
+            axis=1,
+        )
         positions = mx.broadcast_to(base.next_position - 1 + depth, (1, width)).astype(mx.int32)
         lineage = mx.concatenate([lineage, own[None, :, None]], axis=2)
         return positions, mask[None, None], lineage

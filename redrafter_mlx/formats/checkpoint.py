@@ -26,9 +26,7 @@ from ..errors import DrafterLoadError, TargetExists
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"  # the weights of every MLX drafter folder
 TORCH_SUFFIXES = (".bin", ".pt", ".pth")
-TORCH_HINT = (
-    "reading .bin/.pt needs PyTorch: pip install 'redrafter-mlx[torch]' (or convert to safetensors)"
-)
+TORCH_HINT = "reading .bin/.pt needs PyTorch: pip install 'redrafter-mlx[torch]' (or convert to safetensors)"
 
 
 def read_checkpoint(path: Path) -> dict[str, mx.array]:
@@ -88,12 +86,10 @@ def check_weights(expected: dict[str, mx.array], found: dict[str, mx.array], sou
         for k in sorted(expected.keys() - found.keys())
     ]
     problems += [
-        f"unexpected key {k!r} with shape {tuple(found[k].shape)}"
-        for k in sorted(found.keys() - expected.keys())
+        f"unexpected key {k!r} with shape {tuple(found[k].shape)}" for k in sorted(found.keys() - expected.keys())
     ]
     problems += [
-        f"shape mismatch for {k!r}: file has {tuple(found[k].shape)}, "
-        f"config.json implies {tuple(expected[k].shape)}"
+        f"shape mismatch for {k!r}: file has {tuple(found[k].shape)}, config.json implies {tuple(expected[k].shape)}"
         for k in sorted(expected.keys() & found.keys())
         if found[k].shape != expected[k].shape
     ]
@@ -166,10 +162,7 @@ def _read_torch(path: Path) -> dict[str, mx.array]:
         raise DrafterLoadError(f"{path}: unreadable PyTorch checkpoint ({first_line(e)})") from None
     state = _state_dict(loaded, path, torch.Tensor)
     # numpy has no bfloat16: widen it (exactly) to float32; the final cast picks the dtype.
-    return {
-        k: mx.array((v.float() if v.dtype == torch.bfloat16 else v).detach().numpy())
-        for k, v in state.items()
-    }
+    return {k: mx.array((v.float() if v.dtype == torch.bfloat16 else v).detach().numpy()) for k, v in state.items()}
 
 
 def _state_dict(loaded: Any, path: Path, tensor_type: type) -> dict[str, Any]:

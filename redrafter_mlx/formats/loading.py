@@ -17,10 +17,10 @@ import mlx.core as mx
 from mlx_lm.tokenizer_utils import TokenizerWrapper
 from mlx_lm.utils import load_model, load_tokenizer
 
-from . import gguf
 from ..errors import InputError
 from ..models.llama import Model, ModelArgs
 from ..runtime.device import default_dtype
+from . import gguf
 
 EMBEDDED = "smollm2-135m"
 DEFAULT_MODEL = EMBEDDED
@@ -127,9 +127,7 @@ def _load_folder(path: Path, dtype: mx.Dtype, tokenizer: bool = True) -> tuple[M
     except json.JSONDecodeError as e:
         raise ModelLoadError(f"{config_file}: invalid JSON ({e})") from None
     if config.get("model_type") not in SUPPORTED_TYPES:
-        raise ModelLoadError(
-            f"{path}: model_type {config.get('model_type')!r} is not a Llama-architecture model"
-        )
+        raise ModelLoadError(f"{path}: model_type {config.get('model_type')!r} is not a Llama-architecture model")
     if not glob.glob(str(path / "model*.safetensors")):
         if glob.glob(str(path / "*.bin")):
             raise ModelLoadError(

@@ -49,8 +49,10 @@ def split_file(split: str) -> Path:
         return PACKAGE_DATA / name
     path = CHECKOUT_DATA / name
     if not path.is_file():
-        raise FileNotFoundError(f"the {split!r} prompts are not installed with the package: they are in the "
-                                "data/ folder of a redrafter-mlx git checkout (installed with pip install -e .)")
+        raise FileNotFoundError(
+            f"the {split!r} prompts are not installed with the package: they are in the "
+            "data/ folder of a redrafter-mlx git checkout (installed with pip install -e .)"
+        )
     return path
 
 
@@ -68,8 +70,7 @@ def follow_up_turns(records: list[dict]) -> list[dict]:
     out: list[dict] = []
     for record in records:
         for k, turn in enumerate(record.get("turns", [])[1:], 2):
-            out.append({**record, "id": f"{record['id']}/{k}", "prompt": turn, "turns": [turn],
-                        "multi_turn": False})
+            out.append({**record, "id": f"{record['id']}/{k}", "prompt": turn, "turns": [turn], "multi_turn": False})
     return out
 
 
@@ -87,5 +88,16 @@ def balanced_subset(records: list[dict], n: int) -> list[dict]:
     return picked
 
 
-__all__ = ["CATEGORIES", "CHECKOUT_DATA", "EVAL_SPLIT", "PACKAGE_DATA", "SPLITS", "TRAIN_SPLITS", "WRITTEN_SOURCES",
-           "balanced_subset", "follow_up_turns", "load_prompts", "split_file"]
+__all__ = [
+    "CATEGORIES",
+    "CHECKOUT_DATA",
+    "EVAL_SPLIT",
+    "PACKAGE_DATA",
+    "SPLITS",
+    "TRAIN_SPLITS",
+    "WRITTEN_SOURCES",
+    "balanced_subset",
+    "follow_up_turns",
+    "load_prompts",
+    "split_file",
+]

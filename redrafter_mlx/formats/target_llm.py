@@ -56,9 +56,7 @@ def read_llm_tokenizer(name: str) -> Any:
         raise ModelLoadError(f"{path}: no usable tokenizer ({first_line(e)})") from None
 
 
-def head_tokens_for(
-    name: str, llm_config: dict[str, Any], k: int, corpus: str | Path = DEFAULT_CORPUS
-) -> np.ndarray:
+def head_tokens_for(name: str, llm_config: dict[str, Any], k: int, corpus: str | Path = DEFAULT_CORPUS) -> np.ndarray:
     """The K token ids of LLM `name` (config `llm_config`) a trimmed head keeps, ranked by
     frequency in `corpus` tokenized with the LLM's tokenizer: (K,) int32, best first."""
     vocab_size = llm_config.get("vocab_size")

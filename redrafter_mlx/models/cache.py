@@ -129,8 +129,9 @@ class BatchKVCache:
         if end > self.capacity:
             self._resize(-(-end // self.chunk) * self.chunk)
         if self._block_index is None or self._block_index.shape != keys.shape:
-            self._block_index = mx.broadcast_to((self._offsets[:, None] + mx.arange(block))[:, None, :, None],
-                                                keys.shape)
+            self._block_index = mx.broadcast_to(
+                (self._offsets[:, None] + mx.arange(block))[:, None, :, None], keys.shape
+            )
         self.keys[layer] = mx.put_along_axis(self.keys[layer], self._block_index, keys, axis=2)
         self.values[layer] = mx.put_along_axis(self.values[layer], self._block_index, values, axis=2)
         return self.keys[layer][..., :end, :], self.values[layer][..., :end, :]

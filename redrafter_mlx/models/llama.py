@@ -66,8 +66,7 @@ class Attention(nn.Module):
         v = self.v_proj(x).reshape(B, T, self.n_kv_heads, -1).transpose(0, 2, 1, 3)
         return self._rotate(q, positions), self._rotate(k, positions), v
 
-    def attend(self, q: mx.array, k: mx.array, v: mx.array, mask: Mask, cache: KVCache | None,
-               layer: int) -> mx.array:
+    def attend(self, q: mx.array, k: mx.array, v: mx.array, mask: Mask, cache: KVCache | None, layer: int) -> mx.array:
         """Attention over the cache and this block (B, heads, T, Dh); writes the block's keys
         and values to `cache` (uncommitted)."""
         if cache is not None:
@@ -78,8 +77,9 @@ class Attention(nn.Module):
         B, _, T, _ = attended.shape
         return self.o_proj(attended.transpose(0, 2, 1, 3).reshape(B, T, -1))
 
-    def __call__(self, x: mx.array, positions: mx.array | int, mask: Mask, cache: KVCache | None,
-                 layer: int) -> mx.array:
+    def __call__(
+        self, x: mx.array, positions: mx.array | int, mask: Mask, cache: KVCache | None, layer: int
+    ) -> mx.array:
         return self.output(self.attend(*self.project(x, positions), mask, cache, layer))
 
 
@@ -116,11 +116,19 @@ class TransformerBlock(nn.Module):
         h = x + self.self_attn.output(attended)
         return h + self.mlp(self.post_attention_layernorm(h))
 
-    def __call__(self, x: mx.array, positions: mx.array | int, mask: Mask, cache: KVCache | None, layer: int,
-                 compiled: bool = False) -> mx.array:
+    def __call__(
+        self,
+        x: mx.array,
+        positions: mx.array | int,
+        mask: Mask,
+        cache: KVCache | None,
+        layer: int,
+        compiled: bool = False,
+    ) -> mx.array:
         """`compiled` needs array `positions` (an int offset would be traced as a constant)."""
-        before, after = (self.compiled_before, self.compiled_after) if compiled else (
-            self.before_attention, self.after_attention)
+        before, after = (
+            (self.compiled_before, self.compiled_after) if compiled else (self.before_attention, self.after_attention)
+        )
         return after(x, self.self_attn.attend(*before(x, positions), mask, cache, layer))
 
 

@@ -21,7 +21,17 @@ from .device import (  # noqa: E402 (after the BLAS preload, on purpose)
     parallel_streams,
     parse_dtype,
 )
+
 __all__ = [
-    "DTYPES", "blas_threads", "default_dtype", "describe", "device_name", "dtype_name", "find_openblas",
-    "loaded_blas", "on_gpu", "parallel_streams", "parse_dtype",
+    "DTYPES",
+    "blas_threads",
+    "default_dtype",
+    "describe",
+    "device_name",
+    "dtype_name",
+    "find_openblas",
+    "loaded_blas",
+    "on_gpu",
+    "parallel_streams",
+    "parse_dtype",
 ]

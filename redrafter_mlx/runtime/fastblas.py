@@ -56,7 +56,8 @@ def preload() -> None:
     if "mlx.core" in sys.modules:
         warnings.warn(
             f"mlx was imported before redrafter_mlx, so float32 matmuls use the slow reference BLAS: "
-            f"import redrafter_mlx first, or run with LD_PRELOAD={path}", stacklevel=3,
+            f"import redrafter_mlx first, or run with LD_PRELOAD={path}",
+            stacklevel=3,
         )
         return
     ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)

@@ -24,8 +24,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from ..api import Pipeline
-from ..decoding.batch import BatchDecoder, Request, Update
 from ..decoding import GenerationStats
+from ..decoding.batch import BatchDecoder, Request, Update
 from ..drafting import TreeShape
 from ..errors import InputError
 from ..options import DecodingOptions
@@ -35,8 +35,14 @@ from .schema import ChatRequest, CompletionRequest, Sampling, error_body
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
-                 kind: str = "invalid_request_error"):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        param: str | None = None,
+        code: str | None = None,
+        kind: str = "invalid_request_error",
+    ):
         super().__init__(message)
         self.status, self.body = status, error_body(message, kind, param, code)
 
@@ -103,8 +109,11 @@ class Answer:
         return text
 
     def usage(self, prompt_tokens: int) -> dict:
-        return {"prompt_tokens": prompt_tokens, "completion_tokens": self.tokens,
-                "total_tokens": prompt_tokens + self.tokens}
+        return {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": self.tokens,
+            "total_tokens": prompt_tokens + self.tokens,
+        }
 
     def extension(self) -> dict:
         """Speculative decoding's figures, beside OpenAI's `usage`."""
@@ -113,8 +122,7 @@ class Answer:
 
 def prompt_ids(info: ServerInfo, body: ChatRequest | CompletionRequest) -> list[int]:
     if isinstance(body, ChatRequest):
-        messages = [{"role": "system" if m.role == "developer" else m.role, "content": m.text()}
-                    for m in body.messages]
+        messages = [{"role": "system" if m.role == "developer" else m.role, "content": m.text()} for m in body.messages]
         return encode_messages(info.tokenizer, messages, vicuna=info.vicuna)
     if isinstance(body.prompt, str):
         return info.tokenizer.encode(body.prompt)
@@ -126,19 +134,31 @@ def prompt_ids(info: ServerInfo, body: ChatRequest | CompletionRequest) -> list[
 def decoding_request(info: ServerInfo, body: ChatRequest | CompletionRequest) -> Request:
     """The engine's request, or an ApiError for an unknown model or a context overflow."""
     if body.model != info.model_id:
-        raise ApiError(404, f"model {body.model!r} is not served here; this server runs {info.model_id!r}",
-                       "model", "model_not_found")
+        raise ApiError(
+            404,
+            f"model {body.model!r} is not served here; this server runs {info.model_id!r}",
+            "model",
+            "model_not_found",
+        )
     ids = prompt_ids(info, body)
     asked = body.max_tokens or getattr(body, "max_completion_tokens", None)
     limit = info.context_length
     if limit and len(ids) + (asked or 1) > limit:
-        raise ApiError(400, f"this model's context is {limit} tokens; the prompt has {len(ids)} and "
-                       f"{asked or 1} more were asked for", "messages" if isinstance(body, ChatRequest)
-                       else "prompt", "context_length_exceeded")
+        raise ApiError(
+            400,
+            f"this model's context is {limit} tokens; the prompt has {len(ids)} and {asked or 1} more were asked for",
+            "messages" if isinstance(body, ChatRequest) else "prompt",
+            "context_length_exceeded",
+        )
     max_tokens = asked or min(info.defaults.max_tokens, limit - len(ids) if limit else info.defaults.max_tokens)
     temp = info.defaults.temp if body.temperature is None else body.temperature
-    options = DecodingOptions(max_tokens=max_tokens, temp=temp, top_p=0.0 if body.top_p in (None, 1) else body.top_p,
-                              top_k=body.top_k or 0, seed=body.seed)
+    options = DecodingOptions(
+        max_tokens=max_tokens,
+        temp=temp,
+        top_p=0.0 if body.top_p in (None, 1) else body.top_p,
+        top_k=body.top_k or 0,
+        seed=body.seed,
+    )
     return Request(ids, options)
 
 
@@ -146,13 +166,23 @@ def check_servable(pipeline: Pipeline) -> None:
     """InputError unless the pipeline's drafter (if any) can decode in a batch."""
     drafter = pipeline.drafter
     if drafter is not None and drafter.stateful:
-        raise InputError(f"serve batches stateless drafters (redrafter, medusa, mlp-speculator); a {drafter.kind} "
-                         f"drafter keeps a cache per request: use `redrafter chat` or `generate` with it")
+        raise InputError(
+            f"serve batches stateless drafters (redrafter, medusa, mlp-speculator); a {drafter.kind} "
+            f"drafter keeps a cache per request: use `redrafter chat` or `generate` with it"
+        )
 
 
-def serve_pipeline(pipeline: Pipeline, *, model_id: str, shape: TreeShape | None, lookup: bool = True,
-                   defaults: DecodingOptions = DecodingOptions(max_tokens=512), max_batch: int = 8, max_queue: int = 64,
-                   api_key: str | None = None) -> FastAPI:
+def serve_pipeline(
+    pipeline: Pipeline,
+    *,
+    model_id: str,
+    shape: TreeShape | None,
+    lookup: bool = True,
+    defaults: DecodingOptions = DecodingOptions(max_tokens=512),
+    max_batch: int = 8,
+    max_queue: int = 64,
+    api_key: str | None = None,
+) -> FastAPI:
     """The app for a loaded pipeline (a stateless drafter or none): its engine decodes up to
     `max_batch` requests per step with tree `shape`; `defaults` fill a request's missing
     max_tokens and temperature."""
@@ -164,9 +194,14 @@ def serve_pipeline(pipeline: Pipeline, *, model_id: str, shape: TreeShape | None
         return BatchDecoder(loaded.model, drafter, shape, lookup=lookup, eos_ids=loaded.tokenizer.eos_token_ids)
 
     info = ServerInfo(
-        model_id=model_id, tokenizer=loaded.tokenizer, vicuna=loaded.is_vicuna,
-        context_length=loaded.model.args.max_position_embeddings or None, vocab_size=loaded.config["vocab_size"],
-        defaults=defaults, drafter=drafter.kind if drafter else "none", api_key=api_key,
+        model_id=model_id,
+        tokenizer=loaded.tokenizer,
+        vicuna=loaded.is_vicuna,
+        context_length=loaded.model.args.max_position_embeddings or None,
+        vocab_size=loaded.config["vocab_size"],
+        defaults=defaults,
+        drafter=drafter.kind if drafter else "none",
+        api_key=api_key,
     )
     return create_app(Engine(make_decoder, max_batch=max_batch, max_queue=max_queue), info)
 
@@ -205,13 +240,20 @@ def create_app(engine: Engine, info: ServerInfo) -> FastAPI:
 
     @app.get("/health")
     async def health() -> dict:
-        return {"status": "ok", "model": info.model_id, "drafter": info.drafter,
-                "running": engine.running, "queued": engine.queued}
+        return {
+            "status": "ok",
+            "model": info.model_id,
+            "drafter": info.drafter,
+            "running": engine.running,
+            "queued": engine.queued,
+        }
 
     @app.get("/v1/models")
     async def models() -> dict:
-        return {"object": "list", "data": [{"id": info.model_id, "object": "model", "created": 0,
-                                            "owned_by": "redrafter-mlx"}]}
+        return {
+            "object": "list",
+            "data": [{"id": info.model_id, "object": "model", "created": 0, "owned_by": "redrafter-mlx"}],
+        }
 
     @app.post("/v1/chat/completions")
     async def chat(body: ChatRequest, http: HttpRequest):
@@ -226,8 +268,9 @@ def create_app(engine: Engine, info: ServerInfo) -> FastAPI:
         try:
             ticket = engine.submit(request)
         except QueueFull as full:
-            raise ApiError(429, f"the server is busy: {full}", code="rate_limit_exceeded",
-                           kind="rate_limit_error") from None
+            raise ApiError(
+                429, f"the server is busy: {full}", code="rate_limit_exceeded", kind="rate_limit_error"
+            ) from None
         reply = Reply(chat, info.model_id, len(request.prompt))
         answer = Answer(info.tokenizer, body.stop)
         if body.stream:
@@ -292,10 +335,16 @@ class Reply:
 
     def whole(self, text: str, answer: Answer) -> dict:
         finish = finish_reason(answer.finish_reason)
-        choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
-                  if self.chat else {"index": 0, "text": text, "logprobs": None, "finish_reason": finish})
-        return {**self._frame("chat.completion" if self.chat else "text_completion", [choice]),
-                "usage": answer.usage(self.prompt_tokens), "redrafter": answer.extension()}
+        choice = (
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+            if self.chat
+            else {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+        )
+        return {
+            **self._frame("chat.completion" if self.chat else "text_completion", [choice]),
+            "usage": answer.usage(self.prompt_tokens),
+            "redrafter": answer.extension(),
+        }
 
     def chunk(self, text: str = "", role: bool = False, finish: str | None = None) -> dict:
         if self.chat:

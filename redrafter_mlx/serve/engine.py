@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import mlx.core as mx
 
-from ..decoding.batch import BatchDecoder, Request, Update
 from ..decoding import GenerationStats
+from ..decoding.batch import BatchDecoder, Request, Update
 
 
 class QueueFull(Exception):

@@ -73,7 +73,8 @@ class CompletionRequest(Sampling):
     echo: Literal[False] = False
 
 
-def error_body(message: str, kind: str = "invalid_request_error", param: str | None = None,
-               code: str | None = None) -> dict:
+def error_body(
+    message: str, kind: str = "invalid_request_error", param: str | None = None, code: str | None = None
+) -> dict:
     """OpenAI's error shape."""
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}

@@ -18,5 +18,14 @@ from .config import TrainConfig
 from .dataset import TrainingData, assemble, prefill_hidden, prepare_data, split_records
 from .loop import TrainResult, train_drafter
 
-__all__ = ["TrainConfig", "TrainResult", "TrainingData", "assemble", "prefill_hidden",
-           "prepare_data", "save_drafter_as", "split_records", "train_drafter"]
+__all__ = [
+    "TrainConfig",
+    "TrainResult",
+    "TrainingData",
+    "assemble",
+    "prefill_hidden",
+    "prepare_data",
+    "save_drafter_as",
+    "split_records",
+    "train_drafter",
+]

@@ -54,8 +54,10 @@ def save_drafter_as(drafter: TreeDrafter, out_dir: str | Path, dtype: str = "flo
     """The drafter's folder (`save_drafter_folder`) with floating weights cast to `dtype`
     (the loaders cast back)."""
     target = getattr(mx, dtype)
-    weights = [(k, v.astype(target) if mx.issubdtype(v.dtype, mx.floating) else v)
-               for k, v in tree_flatten(drafter.parameters())]
+    weights = [
+        (k, v.astype(target) if mx.issubdtype(v.dtype, mx.floating) else v)
+        for k, v in tree_flatten(drafter.parameters())
+    ]
     if isinstance(drafter, RecurrentDrafter):  # keeps its token subset and n-gram table
         cast = drafter.rebuilt(drafter.config, weights)
     else:

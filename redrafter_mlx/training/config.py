@@ -106,7 +106,8 @@ class TrainConfig:
         return max(1, self.batch_positions // self.eagle_seq)
 
     def kind_config(
-        self, llm_config: dict[str, Any],
+        self,
+        llm_config: dict[str, Any],
     ) -> DrafterConfig | MLPSpeculatorConfig | MedusaConfig | dict[str, Any]:
         """The config.json of a fresh drafter of `kind` for the LLM whose config.json is `llm_config`
         (EAGLE's is a dict: the LLM's Llama fields with `eagle_layers` layers, as upstream's EConfig)."""
@@ -114,21 +115,35 @@ class TrainConfig:
         if self.kind == "eagle":
             llama = {f.name for f in fields(ModelArgs)}
             return {k: v for k, v in llm_config.items() if k in llama} | {
-                "model_type": EAGLE_MODEL_TYPE, "num_hidden_layers": self.eagle_layers, "bias": True,
-                "stage_prompt": self.eagle_stage_prompt}
+                "model_type": EAGLE_MODEL_TYPE,
+                "num_hidden_layers": self.eagle_layers,
+                "bias": True,
+                "stage_prompt": self.eagle_stage_prompt,
+            }
         if self.kind == "mlp-speculator":
-            return MLPSpeculatorConfig(emb_dim=hidden, inner_dim=self.inner_dim or hidden, n_predict=self.predict,
-                                       vocab_size=vocab, tie_weights=self.tie_weights, scale_input=self.scale_input)
+            return MLPSpeculatorConfig(
+                emb_dim=hidden,
+                inner_dim=self.inner_dim or hidden,
+                n_predict=self.predict,
+                vocab_size=vocab,
+                tie_weights=self.tie_weights,
+                scale_input=self.scale_input,
+            )
         if self.kind == "medusa":
-            return MedusaConfig(vocab_size=vocab, hidden_size=hidden, num_heads=self.predict,
-                                num_layers=self.medusa_layers)
+            return MedusaConfig(
+                vocab_size=vocab, hidden_size=hidden, num_heads=self.predict, num_layers=self.medusa_layers
+            )
         return self.drafter_config(llm_config)
 
     def drafter_config(self, llm_config: dict[str, Any]) -> DrafterConfig:
         """The architecture of a fresh RNN drafter for the LLM whose config.json is `llm_config`."""
         hidden = llm_config["hidden_size"]
         return DrafterConfig(
-            vocab_size=llm_config["vocab_size"], hidden_size=hidden, num_draft_layers=self.num_draft_layers,
-            exit_dim=hidden if self.exit_dim is None else self.exit_dim, rnn=self.rnn, head_tied=self.head_tied,
+            vocab_size=llm_config["vocab_size"],
+            hidden_size=hidden,
+            num_draft_layers=self.num_draft_layers,
+            exit_dim=hidden if self.exit_dim is None else self.exit_dim,
+            rnn=self.rnn,
+            head_tied=self.head_tied,
             token_subset_size=self.token_subset_size,
         )

@@ -21,12 +21,12 @@ import mlx.core as mx
 import numpy as np
 from mlx import nn
 
-from .distill import DistillRecord, HiddenStore, read_distill_file
-from ..errors import InputError
 from ..drafting.ngrams import NgramTable, build_ngram_table
-from ..runtime.progress import start_progress
+from ..errors import InputError
 from ..formats.token_ranking import rank_tokens
+from ..runtime.progress import start_progress
 from .config import TrainConfig
+from .distill import DistillRecord, HiddenStore, read_distill_file
 
 PREFILL_CHUNK = 64  # records whose states are computed and stored together (a kill loses one chunk)
 
@@ -144,7 +144,10 @@ def subset_coverage(records: Sequence[DistillRecord], token_ids: np.ndarray) -> 
 
 
 def stored_hidden(
-    model: nn.Module, records: Sequence[DistillRecord], store: HiddenStore, console: Any = None,
+    model: nn.Module,
+    records: Sequence[DistillRecord],
+    store: HiddenStore,
+    console: Any = None,
 ) -> dict[str, np.ndarray]:
     """id -> hidden states (R, hidden) of every record: read from `store`, and computed (and
     stored, a chunk at a time, so an interrupted run keeps its work) for records it lacks."""

@@ -32,10 +32,10 @@ import mlx.core as mx
 import numpy as np
 from mlx import nn
 
-from ..sampling import greedy
 from ..errors import InputError
-from ..runtime.progress import start_progress
 from ..prompting import encode_prompt
+from ..runtime.progress import start_progress
+from ..sampling import greedy
 
 
 @dataclass
@@ -48,8 +48,13 @@ class DistillRecord:
 
     def to_json(self) -> str:
         return json.dumps(
-            {"id": self.id, "prompt_ids": self.prompt_ids, "response_ids": self.response_ids,
-             "temp": self.temp, "finish": self.finish},
+            {
+                "id": self.id,
+                "prompt_ids": self.prompt_ids,
+                "response_ids": self.response_ids,
+                "temp": self.temp,
+                "finish": self.finish,
+            },
             separators=(",", ":"),
         )
 
@@ -92,8 +97,9 @@ def read_distill_file(path: str | Path) -> list[DistillRecord]:
             if line:
                 d = json.loads(line)
                 records.pop(d["id"], None)
-                records[d["id"]] = DistillRecord(d["id"], d["prompt_ids"], d["response_ids"],
-                                                 d.get("temp", 0.0), d.get("finish", "length"))
+                records[d["id"]] = DistillRecord(
+                    d["id"], d["prompt_ids"], d["response_ids"], d.get("temp", 0.0), d.get("finish", "length")
+                )
     return list(records.values())
 
 
@@ -267,8 +273,7 @@ def generate_with_hidden(
             finish = "length"
             if stop is not None:
                 response, finish = response[: stop + 1], "stop"
-            yield (DistillRecord(job[0], list(job[1]), response, job[2], finish),
-                   out_states[row, : len(response)])
+            yield (DistillRecord(job[0], list(job[1]), response, job[2], finish), out_states[row, : len(response)])
 
 
 def distill(
@@ -303,8 +308,7 @@ def distill(
     ids = [prompt_id(r, i) for i, r in enumerate(prompts)]
     if len(set(ids)) != len(ids):
         raise InputError("prompt ids are not unique; cannot resume safely")
-    all_jobs = plan(prompts, tokenizer, sampled_fraction=sampled_fraction, temp=temp,
-                    system_prompt=system_prompt)
+    all_jobs = plan(prompts, tokenizer, sampled_fraction=sampled_fraction, temp=temp, system_prompt=system_prompt)
     jobs = [job for job in all_jobs if job[0] not in done]
     stats = DistillStats(prompts_skipped=len(all_jobs) - len(jobs))
     if max_prompts_this_run is not None:
@@ -313,8 +317,14 @@ def distill(
         return stats
 
     eos = set(getattr(tokenizer, "eos_token_ids", None) or []) or {tokenizer.eos_token_id}
-    bar, task = start_progress(progress, "distilling", len(all_jobs), completed=stats.prompts_skipped,
-                               extra="{task.fields[tps]:.0f} tok/s", tps=0.0)
+    bar, task = start_progress(
+        progress,
+        "distilling",
+        len(all_jobs),
+        completed=stats.prompts_skipped,
+        extra="{task.fields[tps]:.0f} tok/s",
+        tps=0.0,
+    )
     tic = time.perf_counter()
     try:
         store = HiddenStore(hidden_dir) if hidden_dir is not None else None

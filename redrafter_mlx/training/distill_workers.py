@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .distill import DistillStats, check_extensible, prompt_id, read_distill_file, repair_tail
 from ..errors import InputError
 from ..runtime.progress import start_progress
+from .distill import DistillStats, check_extensible, prompt_id, read_distill_file, repair_tail
 
 POLL_SECONDS = 1.0
 
@@ -83,19 +83,31 @@ def distill_in_workers(
     if not shards:
         return stats
 
-    bar, task = start_progress(progress, "distilling", len(keyed), completed=stats.prompts_skipped,
-                               extra="{task.fields[tps]:.0f} tok/s", tps=0.0)
+    bar, task = start_progress(
+        progress,
+        "distilling",
+        len(keyed),
+        completed=stats.prompts_skipped,
+        extra="{task.fields[tps]:.0f} tok/s",
+        tps=0.0,
+    )
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
     procs: list[tuple[subprocess.Popen, Any]] = []
     tic = time.perf_counter()
     try:
         for k, shard in enumerate(shards):
-            job = {"model": model, "dtype": dtype, "prompts": shard, "out": f"{out}.part{k}",
-                   "hidden_dir": None if hidden_dir is None else str(hidden_dir),
-                   "options": {**options, "seed": seed + k}}
+            job = {
+                "model": model,
+                "dtype": dtype,
+                "prompts": shard,
+                "out": f"{out}.part{k}",
+                "hidden_dir": None if hidden_dir is None else str(hidden_dir),
+                "options": {**options, "seed": seed + k},
+            }
             log = tempfile.TemporaryFile()
-            proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
-                                    stdout=subprocess.DEVNULL, stderr=log, env=env)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=log, env=env
+            )
             procs.append((proc, log))
             try:
                 proc.stdin.write(json.dumps(job).encode())
@@ -107,8 +119,7 @@ def distill_in_workers(
             running = any(proc.poll() is None for proc, _ in procs)
             tally.update(stats, time.perf_counter() - tic)
             if bar is not None:
-                bar.update(task, completed=stats.prompts_skipped + stats.prompts_done,
-                           tps=stats.tokens_per_second)
+                bar.update(task, completed=stats.prompts_skipped + stats.prompts_done, tps=stats.tokens_per_second)
             if not running:
                 break
             time.sleep(POLL_SECONDS)
@@ -160,13 +171,12 @@ def _last_line(log: Any) -> str:
 def _worker_main() -> None:
     """One worker: read the job (JSON) from stdin and distil its prompts."""
     from .. import runtime
-    from .distill import distill
     from ..formats.loading import load
+    from .distill import distill
 
     job = json.load(sys.stdin)
     loaded = load(job["model"], runtime.parse_dtype(job["dtype"]))
-    distill(loaded.model, loaded.tokenizer, job["prompts"], job["out"],
-            hidden_dir=job["hidden_dir"], **job["options"])
+    distill(loaded.model, loaded.tokenizer, job["prompts"], job["out"], hidden_dir=job["hidden_dir"], **job["options"])
 
 
 if __name__ == "__main__":

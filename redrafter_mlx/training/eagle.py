@@ -43,8 +43,8 @@ import mlx.core as mx
 import numpy as np
 from mlx import nn
 
-from ..runtime import fastmath
 from ..drafting.kinds.eagle import Eagle
+from ..runtime import fastmath
 from .config import TrainConfig
 
 # The loss's inputs: tokens (B, S) int32, features (B, S, D), index (M,) int32 of the flat
@@ -69,7 +69,9 @@ def crops(spans: np.ndarray, length: int, rng: np.random.Generator) -> np.ndarra
 
 
 def sequence_batch(
-    data: tuple[np.ndarray, np.ndarray], pieces: np.ndarray, noise: float = 0.0,
+    data: tuple[np.ndarray, np.ndarray],
+    pieces: np.ndarray,
+    noise: float = 0.0,
     rng: np.random.Generator | None = None,
 ) -> Batch:
     """The loss's inputs for the row ranges `pieces` (B, 2) of the `assemble`d `data` (hidden
@@ -90,12 +92,16 @@ def sequence_batch(
         features += rng.uniform(-noise / 2, noise / 2, features.shape).astype(np.float32)
     index = np.flatnonzero(real & (windows[safe, 1] >= 0))
     targets = rows.reshape(-1)[index]
-    return (mx.array(tokens), mx.array(features), mx.array(index.astype(np.int32)),
-            mx.array(hidden[targets + 1].astype(np.float32)), mx.array(windows[targets, 1].astype(np.int32)))
+    return (
+        mx.array(tokens),
+        mx.array(features),
+        mx.array(index.astype(np.int32)),
+        mx.array(hidden[targets + 1].astype(np.float32)),
+        mx.array(windows[targets, 1].astype(np.int32)),
+    )
 
 
-def training_batch(data: tuple[np.ndarray, np.ndarray], spans: np.ndarray, cfg: TrainConfig,
-                   micro_batch: int) -> Batch:
+def training_batch(data: tuple[np.ndarray, np.ndarray], spans: np.ndarray, cfg: TrainConfig, micro_batch: int) -> Batch:
     """Micro-batch number `micro_batch` of the answers `spans` (chosen by the caller), cropped
     to `cfg.eagle_seq` and noised, both drawn from (seed, micro_batch)."""
     rng = np.random.default_rng([cfg.seed, micro_batch, 1])
@@ -110,8 +116,15 @@ def eagle_outputs(eagle: Eagle, tokens: mx.array, features: mx.array, index: mx.
 
 
 def eagle_loss(
-    eagle: Eagle, model: nn.Module, tokens: mx.array, features: mx.array, index: mx.array,
-    target_features: mx.array, target_tokens: mx.array, reg_weight: float = 1.0, cls_weight: float = 0.1,
+    eagle: Eagle,
+    model: nn.Module,
+    tokens: mx.array,
+    features: mx.array,
+    index: mx.array,
+    target_features: mx.array,
+    target_tokens: mx.array,
+    reg_weight: float = 1.0,
+    cls_weight: float = 0.1,
     soft: float = 0.0,
 ) -> tuple[mx.array, tuple[mx.array, mx.array]]:
     """reg_weight * SmoothL1 + cls_weight * cross-entropy (module docstring), each averaged over
@@ -139,14 +152,19 @@ def eagle_loss_and_grad(model: nn.Module, eagle: Eagle, cfg: TrainConfig) -> Cal
 
 
 def eagle_accuracy(
-    eagle: Eagle, model: nn.Module, data: tuple[np.ndarray, np.ndarray], length: int, rows: int = 16,
+    eagle: Eagle,
+    model: nn.Module,
+    data: tuple[np.ndarray, np.ndarray],
+    length: int,
+    rows: int = 16,
 ) -> dict[str, list[float]]:
     """Held-out top-1 / top-5 of head(o_j) against the answer's next token y_{j+1}, teacher-forced
     on the LLM's features (depth 1; no noise), every answer read in consecutive pieces of
     `length` tokens, as the training crops."""
     spans = record_spans(data[1])
-    pieces = np.array([(s, min(s + length, end)) for start, end in spans for s in range(start, end - 1, length)],
-                      np.int64).reshape(-1, 2)
+    pieces = np.array(
+        [(s, min(s + length, end)) for start, end in spans for s in range(start, end - 1, length)], np.int64
+    ).reshape(-1, 2)
     hits = np.zeros(2)
     total = 0
     for k in range(0, len(pieces), rows):

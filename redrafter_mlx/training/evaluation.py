@@ -15,14 +15,18 @@ from ..drafting import TreeShape
 from ..drafting.kinds.llm_embedding import Embedding
 from ..drafting.seam import TreeDrafter
 from ..tuning import DraftPlan
-from .replay import replay
 from .config import TrainConfig
 from .eagle import eagle_accuracy
 from .loss import head_index_map, unrolled_logits
+from .replay import replay
 
 
 def accuracy(
-    drafter: TreeDrafter, embedding: Embedding, hidden: np.ndarray, tokens: np.ndarray, predict: int,
+    drafter: TreeDrafter,
+    embedding: Embedding,
+    hidden: np.ndarray,
+    tokens: np.ndarray,
+    predict: int,
     batch: int = 2048,
 ) -> dict[str, list[float]]:
     """Teacher-forced top-1 / top-5 accuracy per depth over ALL targets (a target outside
@@ -53,9 +57,16 @@ def accuracy(
 
 
 def decode_eval(
-    model: nn.Module, drafter: TreeDrafter, prompts: Sequence[list[int]], *, beam_width: int,
-    beam_length: int, search_width: int | None = None, max_tokens: int = 128,
-    eos_ids: frozenset[int] | set[int] = frozenset(), lookup: bool = False,
+    model: nn.Module,
+    drafter: TreeDrafter,
+    prompts: Sequence[list[int]],
+    *,
+    beam_width: int,
+    beam_length: int,
+    search_width: int | None = None,
+    max_tokens: int = 128,
+    eos_ids: frozenset[int] | set[int] = frozenset(),
+    lookup: bool = False,
 ) -> dict[str, float]:
     """Greedy ReDrafter decoding of the prompts: tokens/step, compression, time per step.
     Without the context lookup by default: training's evals measure the drafter."""
@@ -91,10 +102,15 @@ class HeldOut:
 
     def settings(self, cfg: TrainConfig) -> dict[str, int]:
         """What a score depends on: scores measured under other settings are not comparable."""
-        return {"heldout_positions": len(self.positions[0]), "heldout_answers": len(self.answers),
-                "eval_prompts": min(cfg.eval_prompts, len(self.prompt_ids)), "beam_width": cfg.beam_width,
-                "beam_length": cfg.beam_length, "search_width": cfg.search_width,
-                "eval_max_tokens": cfg.eval_max_tokens}
+        return {
+            "heldout_positions": len(self.positions[0]),
+            "heldout_answers": len(self.answers),
+            "eval_prompts": min(cfg.eval_prompts, len(self.prompt_ids)),
+            "beam_width": cfg.beam_width,
+            "beam_length": cfg.beam_length,
+            "search_width": cfg.search_width,
+            "eval_max_tokens": cfg.eval_max_tokens,
+        }
 
 
 def evaluate(model: nn.Module, drafter: TreeDrafter, heldout: HeldOut, cfg: TrainConfig, step: int) -> dict[str, Any]:
@@ -108,16 +124,33 @@ def evaluate(model: nn.Module, drafter: TreeDrafter, heldout: HeldOut, cfg: Trai
     entry: dict[str, Any] = {"step": step}
     cfg = replace(cfg, beam_length=min(cfg.beam_length, drafter.max_beam_length or cfg.beam_length))
     if len(heldout.positions[0]):
-        entry |= (eagle_accuracy(drafter, model, heldout.positions, cfg.eagle_seq) if drafter.kind == "eagle"
-                  else accuracy(drafter, model.embedding, *heldout.positions, cfg.predict))
+        entry |= (
+            eagle_accuracy(drafter, model, heldout.positions, cfg.eagle_seq)
+            if drafter.kind == "eagle"
+            else accuracy(drafter, model.embedding, *heldout.positions, cfg.predict)
+        )
     if heldout.answers and not drafter.stateful:
         entry["replay_tokens_per_step"] = replay(
-            drafter, model.embedding, heldout.answers, beam_width=cfg.beam_width, beam_length=cfg.beam_length,
-            search_width=cfg.search_width, max_tokens=cfg.eval_max_tokens, lookup=False).tokens_per_step
+            drafter,
+            model.embedding,
+            heldout.answers,
+            beam_width=cfg.beam_width,
+            beam_length=cfg.beam_length,
+            search_width=cfg.search_width,
+            max_tokens=cfg.eval_max_tokens,
+            lookup=False,
+        ).tokens_per_step
     if heldout.prompt_ids and cfg.eval_prompts:
-        entry |= decode_eval(model, drafter, list(heldout.prompt_ids)[: cfg.eval_prompts],
-                             beam_width=cfg.beam_width, beam_length=cfg.beam_length, search_width=cfg.search_width,
-                             max_tokens=cfg.eval_max_tokens, eos_ids=heldout.eos_ids)
+        entry |= decode_eval(
+            model,
+            drafter,
+            list(heldout.prompt_ids)[: cfg.eval_prompts],
+            beam_width=cfg.beam_width,
+            beam_length=cfg.beam_length,
+            search_width=cfg.search_width,
+            max_tokens=cfg.eval_max_tokens,
+            eos_ids=heldout.eos_ids,
+        )
     return entry
 
 

@@ -18,9 +18,9 @@ from mlx import nn
 from mlx.utils import tree_map
 
 from ..drafting.kinds.rnn import RecurrentDrafter
+from ..drafting.ngrams import NgramTable
 from ..drafting.seam import TreeDrafter
 from ..errors import InputError
-from ..drafting.ngrams import NgramTable
 from ..runtime.progress import start_progress
 from . import checkpoint
 from .config import TrainConfig
@@ -58,7 +58,9 @@ def batch_rows(cfg: TrainConfig, n_train: int, micro_batch: int, size: int | Non
 
 
 def micro_batch(
-    train_data: tuple[np.ndarray, np.ndarray], rows: np.ndarray, cfg: TrainConfig,
+    train_data: tuple[np.ndarray, np.ndarray],
+    rows: np.ndarray,
+    cfg: TrainConfig,
 ) -> tuple[mx.array, mx.array, mx.array | None]:
     """The loss's inputs for `rows`: hidden (M, D), windows (M, T+1), and with soft targets
     the later states (M, T, D)."""
@@ -68,7 +70,8 @@ def micro_batch(
 
 
 def batch_source(
-    cfg: TrainConfig, train_data: tuple[np.ndarray, np.ndarray],
+    cfg: TrainConfig,
+    train_data: tuple[np.ndarray, np.ndarray],
 ) -> tuple[int, int, Callable[[int], tuple[mx.array, ...]]]:
     """(units an epoch draws, units per micro-batch, micro-batch number -> the loss's inputs):
     positions for the stateless kinds; for EAGLE answers (`eagle.record_spans`), `cfg.eagle_rows`
@@ -77,15 +80,21 @@ def batch_source(
         spans = record_spans(train_data[1])
         if not len(spans):
             raise InputError("no answers of two tokens or more to train EAGLE on")
-        return len(spans), cfg.eagle_rows, lambda k: training_batch(
-            train_data, spans[batch_rows(cfg, len(spans), k, cfg.eagle_rows)], cfg, k)
+        return (
+            len(spans),
+            cfg.eagle_rows,
+            lambda k: training_batch(train_data, spans[batch_rows(cfg, len(spans), k, cfg.eagle_rows)], cfg, k),
+        )
     n = len(train_data[0])
     return n, cfg.batch_positions, lambda k: micro_batch(train_data, batch_rows(cfg, n, k), cfg)
 
 
 def optimizer_step(
-    drafter: TreeDrafter, opt: optim.Optimizer, loss_and_grad_fn: Callable[..., Any],
-    batches: Iterable[tuple[mx.array, mx.array, mx.array | None]], cfg: TrainConfig,
+    drafter: TreeDrafter,
+    opt: optim.Optimizer,
+    loss_and_grad_fn: Callable[..., Any],
+    batches: Iterable[tuple[mx.array, mx.array, mx.array | None]],
+    cfg: TrainConfig,
 ) -> float:
     """One update with the gradient averaged over the micro-batches (`cfg.grad_accum` of
     them) and clipped; returns their mean loss."""
@@ -150,11 +159,20 @@ def train_drafter(
         drafter, state, opt = _started(model, cfg, llm_config, (units, per_batch), token_ids, init_from, eval_set)
     if isinstance(drafter, RecurrentDrafter):
         drafter.ngrams = ngrams
-    step_loss_and_grad = (eagle_loss_and_grad(model, drafter, cfg) if cfg.kind == "eagle"
-                          else loss_and_grad(model, drafter, cfg.predict, cfg.soft_targets))
+    step_loss_and_grad = (
+        eagle_loss_and_grad(model, drafter, cfg)
+        if cfg.kind == "eagle"
+        else loss_and_grad(model, drafter, cfg.predict, cfg.soft_targets)
+    )
     total_steps = state["total_steps"]
-    bar, task = start_progress(console, "training", total_steps, completed=state["step"],
-                               extra="loss {task.fields[loss]:.3f}", loss=float("nan"))
+    bar, task = start_progress(
+        console,
+        "training",
+        total_steps,
+        completed=state["step"],
+        extra="loss {task.fields[loss]:.3f}",
+        loss=float("nan"),
+    )
     tic = time.perf_counter()
     ema = None
     with contextlib.ExitStack() as scope:
@@ -171,8 +189,7 @@ def train_drafter(
             if bar is not None:
                 bar.update(task, advance=1, loss=ema)
             if log is not None and cfg.log_every and done % cfg.log_every == 0:
-                log({"step": done, "loss": ema, "lr": float(opt.learning_rate),
-                     "seconds": time.perf_counter() - tic})
+                log({"step": done, "loss": ema, "lr": float(opt.learning_rate), "seconds": time.perf_counter() - tic})
             if done % cfg.eval_every == 0 or done == total_steps:
                 entry = evaluate(model, drafter, heldout, cfg, done)
                 entry |= {"loss": ema, "seconds": time.perf_counter() - tic}
@@ -185,23 +202,40 @@ def train_drafter(
 
 
 def _started(
-    model: nn.Module, cfg: TrainConfig, llm_config: dict[str, Any], epoch: tuple[int, int],
-    token_ids: np.ndarray | None, init_from: str | Path | None, eval_set: dict[str, int],
+    model: nn.Module,
+    cfg: TrainConfig,
+    llm_config: dict[str, Any],
+    epoch: tuple[int, int],
+    token_ids: np.ndarray | None,
+    init_from: str | Path | None,
+    eval_set: dict[str, int],
 ) -> tuple[TreeDrafter, dict[str, Any], optim.Optimizer]:
     """A new run's drafter (fresh, or the one in `init_from`), run state and optimizer, its
     schedule planned for `cfg.steps`, else `cfg.epochs` over `epoch` = (units an epoch draws,
     units per micro-batch) (`batch_source`)."""
-    drafter = (starting_drafter(init_from, llm_config, cfg.kind, cfg.predict) if init_from is not None
-               else make_drafter(cfg, llm_config, token_ids, cfg.seed, model))
+    drafter = (
+        starting_drafter(init_from, llm_config, cfg.kind, cfg.predict)
+        if init_from is not None
+        else make_drafter(cfg, llm_config, token_ids, cfg.seed, model)
+    )
     units, per_batch = epoch
     total_steps = cfg.steps or max(1, math.ceil(cfg.epochs * units / (per_batch * cfg.grad_accum)))
-    state = {"step": 0, "history": [], "best": None, "config": asdict(cfg), "total_steps": total_steps,
-             "eval_set": eval_set}
+    state = {
+        "step": 0,
+        "history": [],
+        "best": None,
+        "config": asdict(cfg),
+        "total_steps": total_steps,
+        "eval_set": eval_set,
+    }
     return drafter, state, make_optimizer(cfg, total_steps)
 
 
 def _resumed(
-    folder: Path, cfg: TrainConfig, eval_set: dict[str, int], console: Any,
+    folder: Path,
+    cfg: TrainConfig,
+    eval_set: dict[str, int],
+    console: Any,
 ) -> tuple[TreeDrafter, dict[str, Any], optim.Optimizer]:
     """The checkpoint's drafter, run state and optimizer (`cfg.steps`, when set, replaces the
     planned total). A best-so-far score measured on another held-out set or with other eval
@@ -214,8 +248,10 @@ def _resumed(
         state["total_steps"] = cfg.steps
     if state.get("eval_set") != eval_set:
         if state["best"] is not None and console is not None:
-            console.print("[yellow]the held-out set or the eval settings changed since the checkpoint: "
-                          "the best-so-far score starts over[/yellow]")
+            console.print(
+                "[yellow]the held-out set or the eval settings changed since the checkpoint: "
+                "the best-so-far score starts over[/yellow]"
+            )
         state["best"], state["eval_set"] = None, eval_set
     opt = make_optimizer(cfg, state["total_steps"])
     opt.init(drafter.trainable_parameters())
@@ -224,8 +260,12 @@ def _resumed(
 
 
 def _record(
-    state: dict[str, Any], entry: dict[str, Any], drafter: TreeDrafter, cfg: TrainConfig,
-    out_dir: str | Path | None, log: Callable[[dict[str, Any]], None] | None,
+    state: dict[str, Any],
+    entry: dict[str, Any],
+    drafter: TreeDrafter,
+    cfg: TrainConfig,
+    out_dir: str | Path | None,
+    log: Callable[[dict[str, Any]], None] | None,
 ) -> None:
     """Add an eval entry to the run's history; a new best is saved to `out_dir`."""
     state["history"].append(entry)

@@ -39,9 +39,9 @@ import numpy as np
 from mlx import nn
 
 from .. import runtime
-from ..runtime import fastmath
 from ..drafting.kinds.llm_embedding import Embedding
 from ..drafting.seam import TreeDrafter
+from ..runtime import fastmath
 
 
 def head_token_ids(drafter: TreeDrafter) -> mx.array | None:
@@ -76,7 +76,11 @@ def depth_stream(streams: Sequence[mx.Stream], depth: int) -> contextlib.Abstrac
 
 
 def unrolled_logits(
-    drafter: TreeDrafter, embedding: Embedding, hidden: mx.array, tokens: mx.array, predict: int,
+    drafter: TreeDrafter,
+    embedding: Embedding,
+    hidden: mx.array,
+    tokens: mx.array,
+    predict: int,
     streams: Sequence[mx.Stream] = (),
 ) -> list[mx.array]:
     """Head logits (M, K) at depths 1..predict for a batch of positions, as in beam search.
@@ -108,8 +112,14 @@ def teacher_head(model: nn.Module, hidden_size: int, token_ids: mx.array | np.nd
 
 
 def drafter_loss(
-    drafter: TreeDrafter, embedding: Embedding, hidden: mx.array, tokens: mx.array, index_map: mx.array,
-    predict: int, soft: float = 0.0, teacher: tuple[mx.array, mx.array] | None = None,
+    drafter: TreeDrafter,
+    embedding: Embedding,
+    hidden: mx.array,
+    tokens: mx.array,
+    index_map: mx.array,
+    predict: int,
+    soft: float = 0.0,
+    teacher: tuple[mx.array, mx.array] | None = None,
 ) -> tuple[mx.array, mx.array]:
     """Eq. 2: sum over depths of the mean cross-entropy of valid targets (targets outside
     the head's token subset or past the sequence end are ignored), mixed with weight

@@ -24,11 +24,11 @@ import numpy as np
 from mlx import nn
 
 from ..drafting.beam_search import DRAFT_TOP_K, beam_search
-from .distill import generate_with_hidden
 from ..drafting.kinds.llm_embedding import Embedding
 from ..drafting.kinds.rnn import RecurrentDrafter
-from ..errors import InputError
 from ..drafting.lookup import with_lookup_beam
+from ..errors import InputError
+from .distill import generate_with_hidden
 
 
 @dataclass
@@ -83,8 +83,10 @@ def replay(
     `lookup`: as in decoding, copying from each answer's prompt (`prompts`, in the same
     order; none: from the answer alone) and the answer so far."""
     if drafter.stateful:
-        raise InputError(f"replaying recorded answers drafts from their hidden states alone; a {drafter.kind} "
-                         "drafter keeps its own cache of the text, which replay does not build (use plain `bench`)")
+        raise InputError(
+            f"replaying recorded answers drafts from their hidden states alone; a {drafter.kind} "
+            "drafter keeps its own cache of the text, which replay does not build (use plain `bench`)"
+        )
     prompts = prompts if prompts is not None else [()] * len(answers)
     kept = [(np.asarray(p, np.int32), np.asarray(t), np.asarray(h)) for p, (t, h) in zip(prompts, answers) if len(t)]
     answers = [(t, h) for _, t, h in kept]
@@ -100,11 +102,13 @@ def replay(
     while (active := np.nonzero(position < ends)[0]).size:
         hidden = mx.array(np.stack([answers[i][1][position[i]] for i in active]))
         guaranteed = mx.array(np.array([answers[i][0][position[i]] for i in active], dtype=np.int32))
-        beams, _ = beam_search(drafter, embedding, hidden, guaranteed, beam_width, beam_length, draft_top_k,
-                               search_width)
+        beams, _ = beam_search(
+            drafter, embedding, hidden, guaranteed, beam_width, beam_length, draft_top_k, search_width
+        )
         if lookup:
-            beams = with_lookup_beam(beams, mx.array(texts[active]), mx.array(offsets[active] + position[active] + 1),
-                                     drafter.ngrams)
+            beams = with_lookup_beam(
+                beams, mx.array(texts[active]), mx.array(offsets[active] + position[active] + 1), drafter.ngrams
+            )
         targets = np.zeros((len(active), width), dtype=np.int64)
         lengths = np.zeros(len(active), dtype=np.int64)
         for row, i in enumerate(active):
@@ -120,12 +124,19 @@ def replay(
 
 
 def record_answers(
-    model: nn.Module, prompts: Sequence[list[int]], max_new_tokens: int,
-    eos_ids: Iterable[int] = (), batch_size: int = 32,
+    model: nn.Module,
+    prompts: Sequence[list[int]],
+    max_new_tokens: int,
+    eos_ids: Iterable[int] = (),
+    batch_size: int = 32,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """The LLM's greedy answers to `prompts` with their hidden states, batched (the
     distillation loop), in prompt order: what `replay` takes."""
     jobs = [(str(i), list(ids), 0.0) for i, ids in enumerate(prompts)]
-    answers = {record.id: (np.array(record.response_ids), hidden) for record, hidden in
-               generate_with_hidden(model, jobs, eos_ids, max_new_tokens=max_new_tokens, batch_size=batch_size)}
+    answers = {
+        record.id: (np.array(record.response_ids), hidden)
+        for record, hidden in generate_with_hidden(
+            model, jobs, eos_ids, max_new_tokens=max_new_tokens, batch_size=batch_size
+        )
+    }
     return [answers[job[0]] for job in jobs]

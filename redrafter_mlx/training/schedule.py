@@ -20,12 +20,14 @@ def learning_rate_schedule(cfg: TrainConfig, total_steps: int) -> Callable[[mx.a
     warmup = min(cfg.warmup_steps, total_steps // 5)
     first_cosine_step = warmup + 1 if warmup else 0  # build_schedule holds the peak one step more
     decay_steps = max(1, total_steps - 1 - first_cosine_step)
-    return build_schedule({
-        "name": "cosine_decay",
-        "arguments": [cfg.lr, decay_steps, cfg.lr * cfg.min_lr_ratio],
-        "warmup": warmup,
-        "warmup_init": cfg.lr * WARMUP_START,
-    })
+    return build_schedule(
+        {
+            "name": "cosine_decay",
+            "arguments": [cfg.lr, decay_steps, cfg.lr * cfg.min_lr_ratio],
+            "warmup": warmup,
+            "warmup_init": cfg.lr * WARMUP_START,
+        }
+    )
 
 
 def make_optimizer(cfg: TrainConfig, total_steps: int) -> optim.Optimizer:

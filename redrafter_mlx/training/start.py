@@ -11,11 +11,11 @@ import mlx.core as mx
 import numpy as np
 from mlx import nn
 
-from ..drafting.kinds.rnn import RecurrentDrafter
 from ..drafting.kinds.eagle import Eagle
-from ..drafting.registry import load_drafter_folder
 from ..drafting.kinds.medusa import Medusa
 from ..drafting.kinds.mlp_speculator import MLPSpeculator
+from ..drafting.kinds.rnn import RecurrentDrafter
+from ..drafting.registry import load_drafter_folder
 from ..drafting.seam import TreeDrafter
 from ..errors import InputError
 from .config import TrainConfig
@@ -23,7 +23,10 @@ from .loss import teacher_head
 
 
 def make_drafter(
-    cfg: TrainConfig, llm_config: dict[str, Any], token_ids: np.ndarray | None, seed: int = 0,
+    cfg: TrainConfig,
+    llm_config: dict[str, Any],
+    token_ids: np.ndarray | None,
+    seed: int = 0,
     model: nn.Module | None = None,
 ) -> TreeDrafter:
     """A fresh drafter of kind `cfg.kind` for the LLM (`model`, when given, is the LLM itself:
@@ -99,8 +102,9 @@ def drafter_sizes(drafter: TreeDrafter) -> tuple[int, int]:
     return config.hidden_size, config.vocab_size
 
 
-def starting_drafter(path: str | Path, llm_config: dict[str, Any], kind: str = "redrafter",
-                     predict: int = 1) -> TreeDrafter:
+def starting_drafter(
+    path: str | Path, llm_config: dict[str, Any], kind: str = "redrafter", predict: int = 1
+) -> TreeDrafter:
     """The drafter in folder `path`, to fine-tune, checked against the LLM it will serve, the
     run's kind and the depths it trains (`predict`)."""
     drafter = load_drafter_folder(Path(path), mx.float32)
@@ -109,8 +113,10 @@ def starting_drafter(path: str | Path, llm_config: dict[str, Any], kind: str = "
     have = drafter_sizes(drafter)
     want = (llm_config["hidden_size"], llm_config["vocab_size"])
     if have != want:
-        raise InputError(f"{path}: the drafter is for hidden size {have[0]} and vocabulary {have[1]}, "
-                         f"the LLM has {want[0]} and {want[1]}")
+        raise InputError(
+            f"{path}: the drafter is for hidden size {have[0]} and vocabulary {have[1]}, "
+            f"the LLM has {want[0]} and {want[1]}"
+        )
     check_depths(drafter, predict, str(path))
     return drafter
 
@@ -119,5 +125,7 @@ def check_depths(drafter: TreeDrafter, predict: int, name: str) -> None:
     """A drafter with a fixed number of heads or stages cannot be trained deeper than it drafts."""
     deepest = drafter.max_beam_length
     if deepest is not None and predict > deepest - 1:
-        raise InputError(f"{name}: this {drafter.kind} drafter drafts at most {deepest - 1} tokens, "
-                         f"but the run predicts {predict} (set predict to at most {deepest - 1})")
+        raise InputError(
+            f"{name}: this {drafter.kind} drafter drafts at most {deepest - 1} tokens, "
+            f"but the run predicts {predict} (set predict to at most {deepest - 1})"
+        )

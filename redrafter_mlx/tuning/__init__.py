@@ -17,7 +17,21 @@ from .calibration import (
 from .plan import FALLBACK_SHAPE, DraftPlan, plan_drafting, resolve_shape
 
 __all__ = [
-    "AdaptiveLength", "CACHE_ENV", "CALIBRATION_FILE", "Calibration", "DraftPlan", "FALLBACK_SHAPE", "ShapeCost",
-    "cache_dir", "calibration_dir", "calibration_path", "find_calibration", "geometric_drafts", "geometric_rate",
-    "plan_drafting", "read_calibration", "resolve_shape", "write_calibration",
+    "AdaptiveLength",
+    "CACHE_ENV",
+    "CALIBRATION_FILE",
+    "Calibration",
+    "DraftPlan",
+    "FALLBACK_SHAPE",
+    "ShapeCost",
+    "cache_dir",
+    "calibration_dir",
+    "calibration_path",
+    "find_calibration",
+    "geometric_drafts",
+    "geometric_rate",
+    "plan_drafting",
+    "read_calibration",
+    "resolve_shape",
+    "write_calibration",
 ]

@@ -43,9 +43,10 @@ class AdaptiveLength:
 
     def __init__(self, calibration: Calibration, shape: TreeShape, decay: float = 0.8, prior_steps: float = 3.0):
         self.calibration = calibration
-        self.shapes = sorted((s for s in calibration.shapes
-                              if (s.beam_width, s.search_width) == (shape.beam_width, shape.search_width)),
-                             key=lambda s: s.beam_length)
+        self.shapes = sorted(
+            (s for s in calibration.shapes if (s.beam_width, s.search_width) == (shape.beam_width, shape.search_width)),
+            key=lambda s: s.beam_length,
+        )
         if shape not in self.shapes:
             raise ValueError(f"{shape} is not in the calibration: nothing to adapt from")
         self.start, self.decay, self.prior_steps = shape, decay, prior_steps

@@ -37,8 +37,11 @@ class ShapeCost:
     packed: dict[int, int]  # packed length (unique tokens) -> steps that verified it
 
     def to_dict(self) -> dict:
-        return {"tokens_per_step": self.tokens_per_step, "draft_ms": self.draft_ms,
-                "packed": {str(k): v for k, v in sorted(self.packed.items())}}
+        return {
+            "tokens_per_step": self.tokens_per_step,
+            "draft_ms": self.draft_ms,
+            "packed": {str(k): v for k, v in sorted(self.packed.items())},
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> ShapeCost:
@@ -92,18 +95,35 @@ class Calibration:
 
     def to_dict(self) -> dict:
         return {
-            "device": self.device, "dtype": self.dtype, "overhead_ms": self.overhead_ms, "ar_ms": self.ar_ms,
+            "device": self.device,
+            "dtype": self.dtype,
+            "overhead_ms": self.overhead_ms,
+            "ar_ms": self.ar_ms,
             "verify_ms": {str(k): v for k, v in sorted(self.verify_ms.items())},
-            "shapes": [{"beam_width": s.beam_width, "beam_length": s.beam_length,
-                        "search_width": s.search_width, **c.to_dict()} for s, c in self.shapes.items()],
+            "shapes": [
+                {
+                    "beam_width": s.beam_width,
+                    "beam_length": s.beam_length,
+                    "search_width": s.search_width,
+                    **c.to_dict(),
+                }
+                for s, c in self.shapes.items()
+            ],
         }
 
     @classmethod
     def from_dict(cls, d: dict) -> Calibration:
-        shapes = {TreeShape(e["beam_width"], e["beam_length"], e["search_width"]): ShapeCost.from_dict(e)
-                  for e in d["shapes"]}
-        return cls(d["device"], d["dtype"], {int(k): float(v) for k, v in d["verify_ms"].items()},
-                   float(d["overhead_ms"]), shapes, d.get("ar_ms"))
+        shapes = {
+            TreeShape(e["beam_width"], e["beam_length"], e["search_width"]): ShapeCost.from_dict(e) for e in d["shapes"]
+        }
+        return cls(
+            d["device"],
+            d["dtype"],
+            {int(k): float(v) for k, v in d["verify_ms"].items()},
+            float(d["overhead_ms"]),
+            shapes,
+            d.get("ar_ms"),
+        )
 
 
 def _key(device: str, dtype: str) -> str:
@@ -158,9 +178,7 @@ def calibration_path(model_source: Path, drafter_source: Path) -> Path:
     return calibration_dir() / f"{digest}.json"
 
 
-def find_calibration(
-    model_source: Path, drafter_source: Path | None, device: str, dtype: str
-) -> Calibration | None:
+def find_calibration(model_source: Path, drafter_source: Path | None, device: str, dtype: str) -> Calibration | None:
     """The user's own calibration for this pair, else the one shipped in the drafter's folder."""
     if drafter_source is None:
         return None

@@ -62,8 +62,9 @@ class DraftPlan:
             raise ValueError(f"the length policy starts at {self.adapt.start}, the plan at {self.shape}")
         limit = self.longest.max_packed
         if self.verify_lengths and len(self.verify_lengths) <= limit:
-            raise ValueError(f"verify_lengths must cover trees of up to {limit} tokens, "
-                             f"got {len(self.verify_lengths) - 1}")
+            raise ValueError(
+                f"verify_lengths must cover trees of up to {limit} tokens, got {len(self.verify_lengths) - 1}"
+            )
 
     @property
     def longest(self) -> TreeShape:

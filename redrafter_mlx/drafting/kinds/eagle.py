@@ -98,8 +98,9 @@ class Eagle(nn.Module, TreeDrafter):
         self.stage_prompt = bool(config.get("stage_prompt", True))
         self.source: Path | None = None
 
-    def __call__(self, tokens: mx.array, features: mx.array, cache: Any, positions: mx.array,
-                 mask: mx.array | str) -> mx.array:
+    def __call__(
+        self, tokens: mx.array, features: mx.array, cache: Any, positions: mx.array, mask: mx.array | str
+    ) -> mx.array:
         """tokens (1, T), features (1, T, D): the target feature preceding each token -> (1, T, D)."""
         h = self.fc(mx.concatenate([self.embed_tokens(tokens).astype(features.dtype), features], axis=-1))
         for i, layer in enumerate(self.layers):
@@ -128,7 +129,7 @@ class EagleSession(TreeDrafter):
         # feature i predicts the token after it; the last one waits for stage
         pairs = hidden.shape[0] - 1 if eagle.stage_prompt else 0
         if pairs > 0:
-            follow = mx.array(tokens[len(tokens) - pairs:], mx.int32)[None]
+            follow = mx.array(tokens[len(tokens) - pairs :], mx.int32)[None]
             positions = mx.arange(pairs, dtype=mx.int32)[None]
             eagle(follow, hidden[None, :pairs], self.cache.cache, positions, "causal")
             self.cache.commit(pairs)
@@ -208,8 +209,9 @@ def is_upstream(folder: Path) -> bool:
     return "fc.weight" in checkpoint_keys(weights)
 
 
-def convert(src: Path, out: Path, *, dtype: mx.Dtype, llm_config: dict[str, Any] | None = None,
-            force: bool = False) -> Path:
+def convert(
+    src: Path, out: Path, *, dtype: mx.Dtype, llm_config: dict[str, Any] | None = None, force: bool = False
+) -> Path:
     """An upstream EAGLE folder (config.json + pytorch_model.bin or model.safetensors) as an MLX
     EAGLE folder at OUT, every key and shape checked, sizes checked against the LLM's config."""
     src, out = Path(src).expanduser(), Path(out).expanduser().absolute()

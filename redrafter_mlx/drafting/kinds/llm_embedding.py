@@ -28,8 +28,14 @@ class QuantizedRows:
 
     def as_linear(self, x: mx.array) -> mx.array:
         return mx.quantized_matmul(
-            x, self.weight, scales=self.scales, biases=self.biases, transpose=True,
-            group_size=self.group_size, bits=self.bits, mode=self.mode,
+            x,
+            self.weight,
+            scales=self.scales,
+            biases=self.biases,
+            transpose=True,
+            group_size=self.group_size,
+            bits=self.bits,
+            mode=self.mode,
         )
 
 
@@ -51,9 +57,12 @@ def table_rows(embedding: Embedding, ids: mx.array | None) -> HeadTable:
             return embedding
         biases = embedding.get("biases")
         return QuantizedRows(
-            embedding.weight[ids], embedding.scales[ids],
+            embedding.weight[ids],
+            embedding.scales[ids],
             None if biases is None else biases[ids],
-            embedding.group_size, embedding.bits, embedding.mode,
+            embedding.group_size,
+            embedding.bits,
+            embedding.mode,
         )
     if isinstance(embedding, nn.Embedding):
         return table_rows(embedding.weight, ids)

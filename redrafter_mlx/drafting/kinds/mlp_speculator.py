@@ -276,8 +276,10 @@ def _stored_weights(weights: dict[str, mx.array], config: MLPSpeculatorConfig, s
     if not config.tie_weights:
         return renamed
     n = config.n_predict
-    groups = {f"{part}.0.{leaf}": [f"{part}.{i}.{leaf}" for i in range(n)]
-              for part, leaf in (("emb", "weight"), ("head", "weight"), ("ln", "weight"), ("ln", "bias"))}
+    groups = {
+        f"{part}.0.{leaf}": [f"{part}.{i}.{leaf}" for i in range(n)]
+        for part, leaf in (("emb", "weight"), ("head", "weight"), ("ln", "weight"), ("ln", "bias"))
+    }
     groups["proj.1.weight"] = [f"proj.{i}.weight" for i in range(1, n)]
     for kept, members in groups.items():
         present = [k for k in members if k in renamed]

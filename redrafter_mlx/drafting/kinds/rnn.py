@@ -159,9 +159,7 @@ class RecurrentDrafter(nn.Module, TreeDrafter):
         out.load_weights(weights)
         return out
 
-    def init_state(
-        self, batch_shape: tuple[int, ...] = (), dtype: mx.Dtype = mx.float32
-    ) -> mx.array:
+    def init_state(self, batch_shape: tuple[int, ...] = (), dtype: mx.Dtype = mx.float32) -> mx.array:
         """s_0 = 0: (*batch_shape, hidden)."""
         return mx.zeros((*batch_shape, self.config.hidden_size), dtype=dtype)
 
@@ -290,7 +288,8 @@ def build_drafter(
     if config.quantization is not None:
         # Quantize exactly the layers the file holds quantized (mlx-lm's convention).
         nn.quantize(
-            drafter, **config.quantization,
+            drafter,
+            **config.quantization,
             class_predicate=lambda p, m: isinstance(m, nn.Linear) and f"{p}.scales" in weights,
         )
     check_weights(dict(tree_flatten(drafter.parameters())), weights, source)
@@ -304,9 +303,7 @@ def read_config(folder: Path) -> DrafterConfig:
     """The DrafterConfig of a drafter folder's config.json. Raises DrafterLoadError."""
     config_file = folder / CONFIG_FILE
     if not folder.is_dir():
-        raise DrafterLoadError(
-            f"{folder}: not a drafter folder (expected {CONFIG_FILE} + {WEIGHTS_FILE})"
-        )
+        raise DrafterLoadError(f"{folder}: not a drafter folder (expected {CONFIG_FILE} + {WEIGHTS_FILE})")
     if not config_file.is_file():
         raise DrafterLoadError(f"{folder}: no {CONFIG_FILE}")
     try:
@@ -325,6 +322,5 @@ def _check_token_ids(token_ids: mx.array, vocab_size: int, source: Path) -> None
         raise DrafterLoadError(f"{source}: 'token_ids' must be integers, got {ids.dtype}")
     if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
         raise DrafterLoadError(
-            f"{source}: 'token_ids' values must be in [0, {vocab_size}), "
-            f"got [{ids.min()}, {ids.max()}]"
+            f"{source}: 'token_ids' values must be in [0, {vocab_size}), got [{ids.min()}, {ids.max()}]"
         )

@@ -101,7 +101,7 @@ def canonical_key(key: str) -> str:
         key = f"lm_head.{rest}" if rest[:1].isdigit() else rest
     for old, new in _RENAMED_PREFIXES:
         if key.startswith(old):
-            return new + key[len(old):]
+            return new + key[len(old) :]
     return key
 
 
