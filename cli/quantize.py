@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from redrafter_mlx.quantize import check_settings, quantize_and_save_drafter, quantize_llm
 
 from redrafter_mlx import runtime
 from redrafter_mlx.drafting.loading import load_drafter_for
 from redrafter_mlx.formats.loading import DEFAULT_MODEL, load
+from redrafter_mlx.quantize import check_settings, quantize_and_save_drafter, quantize_llm
 
 from .app import UsageError, app, console, friendly_errors
 from .options import DrafterOpt, ModelOpt

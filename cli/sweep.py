@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from redrafter_mlx.profiling import bench as runner
-from redrafter_mlx.profiling.sweep import grid, plot_all, run_sweep
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from redrafter_mlx.formats.loading import DEFAULT_MODEL
 from redrafter_mlx.options import DecodingOptions
+from redrafter_mlx.profiling import bench as runner
+from redrafter_mlx.profiling.sweep import grid, plot_all, run_sweep
 
 from .app import app, console, friendly_errors
 from .bench import setup

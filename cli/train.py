@@ -3,82 +3,25 @@
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from redrafter_mlx import runtime
 from redrafter_mlx.errors import InputError
 from redrafter_mlx.formats.loading import DEFAULT_MODEL, load
-from redrafter_mlx.formats.prompt_sets import TRAIN_SPLITS, follow_up_turns, load_prompts
 from redrafter_mlx.options import DecodingOptions
-from redrafter_mlx.training import TrainConfig
-from redrafter_mlx.training.config import KINDS, MODEL_TYPES
-from redrafter_mlx.tuning import resolve_shape
+from redrafter_mlx.training.config import KINDS
 
+from . import train_setup as setup
 from .app import UsageError, app, console, friendly_errors
 from .options import DTypeOpt, ModelOpt, decoding_options
 
-WORK = "training"  # OUT/training/: distillation data, hidden-state cache, checkpoint, log
-DEFAULTS = TrainConfig()  # the shipped drafter's recipe
 KIND_PANEL, RNN_PANEL, MLP_PANEL = "Drafter", "Drafter: --kind redrafter only", "Drafter: --kind mlp-speculator only"
 EAGLE_PANEL = "Drafter: --kind eagle only"
-# Architecture flags of one kind: refused (one line) when given with another kind.
-KIND_ONLY = {
-    "exit_dim": ("--exit-dim", ("redrafter",)),
-    "rnn": ("--rnn/--no-rnn", ("redrafter",)),
-    "tied": ("--tied/--untied", ("redrafter",)),
-    "token_subset": ("--token-subset", ("redrafter",)),
-    "layers": ("--layers", ("redrafter", "medusa")),
-    "inner_dim": ("--inner-dim", ("mlp-speculator",)),
-    "tie_weights": ("--tie-weights", ("mlp-speculator",)),
-    "scale_input": ("--scale-input", ("mlp-speculator",)),
-    "predict": ("--predict", ("redrafter", "mlp-speculator", "medusa")),
-    "eagle_layers": ("--eagle-layers", ("eagle",)),
-    "eagle_seq": ("--eagle-seq", ("eagle",)),
-    "eagle_noise": ("--eagle-noise", ("eagle",)),
-    "eagle_reg_weight": ("--eagle-reg-weight", ("eagle",)),
-    "eagle_cls_weight": ("--eagle-cls-weight", ("eagle",)),
-    "eagle_stage_prompt": ("--eagle-stage-prompt", ("eagle",)),
-}
-
-
-def read_prompt_file(path: Path) -> list[dict]:
-    """JSONL with a "prompt" (or "turns") field per line; ids default to the line number."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such prompts file")
-    records = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UsageError(f"{path}:{i + 1}: invalid JSON ({e.msg})") from None
-        if isinstance(r, str):
-            r = {"prompt": r}
-        if not isinstance(r, dict) or not (r.get("prompt") or r.get("turns")):
-            raise UsageError(f'{path}:{i + 1}: expected an object with a "prompt" field')
-        r.setdefault("id", f"line-{i + 1}")
-        records.append(r)
-    return records
-
-
-def eval_prompt_ids(tokenizer, count: int) -> list[list[int]]:
-    """`count` held-out eval prompts, spread over the categories (never training prompts), each
-    its last user message alone, as `redrafter bench` runs them."""
-    from redrafter_mlx.prompting import encode_prompt
-
-    prompts = load_prompts("eval")
-    if count <= 0 or not prompts:
-        return []
-    stride = max(1, len(prompts) // count)
-    return [encode_prompt(tokenizer, p["prompt"]) for p in prompts[::stride][:count]]
 
 
 @app.command()
@@ -151,7 +94,7 @@ def train(
             help="Tokens predicted per position (T); also the MLP speculator's stages and Medusa's heads (not "
             "EAGLE's: it trains at depth 1).",
         ),
-    ] = DEFAULTS.predict,
+    ] = setup.DEFAULTS.predict,
     layers: Annotated[
         int | None,
         typer.Option(
@@ -159,8 +102,8 @@ def train(
             min=0,
             rich_help_panel=KIND_PANEL,
             show_default=False,
-            help=f"ResBlocks: the RNN's (default {DEFAULTS.num_draft_layers}) or each Medusa head's (default "
-            f"{DEFAULTS.medusa_layers}).",
+            help=f"ResBlocks: the RNN's (default {setup.DEFAULTS.num_draft_layers}) or each Medusa head's (default "
+            f"{setup.DEFAULTS.medusa_layers}).",
         ),
     ] = None,
     exit_dim: Annotated[
@@ -170,20 +113,20 @@ def train(
             rich_help_panel=RNN_PANEL,
             help="Drafter width (default: the LLM's hidden size; <=0: 2 x hidden, the paper's).",
         ),
-    ] = DEFAULTS.exit_dim,
+    ] = setup.DEFAULTS.exit_dim,
     rnn: Annotated[
         bool,
         typer.Option("--rnn/--no-rnn", rich_help_panel=RNN_PANEL, help="RNN state update (else sum of embeddings)."),
-    ] = DEFAULTS.rnn,
+    ] = setup.DEFAULTS.rnn,
     tied: Annotated[
         bool, typer.Option("--tied/--untied", rich_help_panel=RNN_PANEL, help="Tie the head to the LLM embedding.")
-    ] = DEFAULTS.head_tied,
+    ] = setup.DEFAULTS.head_tied,
     token_subset: Annotated[
         int,
         typer.Option(
             "--token-subset", min=0, rich_help_panel=RNN_PANEL, help="Head vocabulary size K (0: full vocabulary)."
         ),
-    ] = DEFAULTS.token_subset_size or 0,
+    ] = setup.DEFAULTS.token_subset_size or 0,
     inner_dim: Annotated[
         int | None,
         typer.Option(
@@ -193,7 +136,7 @@ def train(
             show_default=False,
             help="Width of the stages (default: the LLM's hidden size).",
         ),
-    ] = DEFAULTS.inner_dim,
+    ] = setup.DEFAULTS.inner_dim,
     tie_weights: Annotated[
         bool,
         typer.Option(
@@ -201,7 +144,7 @@ def train(
             rich_help_panel=MLP_PANEL,
             help="One embedding, head and norm shared by all stages (upstream's tie_weights; needs --predict >= 2).",
         ),
-    ] = DEFAULTS.tie_weights,
+    ] = setup.DEFAULTS.tie_weights,
     scale_input: Annotated[
         bool,
         typer.Option(
@@ -209,7 +152,7 @@ def train(
             rich_help_panel=MLP_PANEL,
             help="Start the stages from rms_norm(h) / sqrt(2) (upstream's scale_input).",
         ),
-    ] = DEFAULTS.scale_input,
+    ] = setup.DEFAULTS.scale_input,
     eagle_layers: Annotated[
         int,
         typer.Option(
@@ -218,7 +161,7 @@ def train(
             rich_help_panel=EAGLE_PANEL,
             help="Decoder layers, each of the LLM's own shape (upstream's: 1).",
         ),
-    ] = DEFAULTS.eagle_layers,
+    ] = setup.DEFAULTS.eagle_layers,
     eagle_seq: Annotated[
         int,
         typer.Option(
@@ -228,7 +171,7 @@ def train(
             help="Tokens per training sequence (an answer, longer ones cropped at random); --batch-positions / "
             "--eagle-seq answers per step.",
         ),
-    ] = DEFAULTS.eagle_seq,
+    ] = setup.DEFAULTS.eagle_seq,
     eagle_noise: Annotated[
         float,
         typer.Option(
@@ -237,7 +180,7 @@ def train(
             rich_help_panel=EAGLE_PANEL,
             help="Width of the uniform noise added to the input features (0.2: U(-0.1, 0.1), the paper's).",
         ),
-    ] = DEFAULTS.eagle_noise,
+    ] = setup.DEFAULTS.eagle_noise,
     eagle_reg_weight: Annotated[
         float,
         typer.Option(
@@ -246,7 +189,7 @@ def train(
             rich_help_panel=EAGLE_PANEL,
             help="Weight of the SmoothL1 loss on the next feature (upstream's v_w).",
         ),
-    ] = DEFAULTS.eagle_reg_weight,
+    ] = setup.DEFAULTS.eagle_reg_weight,
     eagle_cls_weight: Annotated[
         float,
         typer.Option(
@@ -256,7 +199,7 @@ def train(
             help="Weight of the LLM head's cross-entropy on EAGLE's feature (upstream's p_w); --soft-targets 1 "
             "makes its target the LLM's distribution, as upstream.",
         ),
-    ] = DEFAULTS.eagle_cls_weight,
+    ] = setup.DEFAULTS.eagle_cls_weight,
     eagle_stage_prompt: Annotated[
         bool,
         typer.Option(
@@ -265,7 +208,7 @@ def train(
             help="Save the EAGLE to read the prompt's pairs before drafting (upstream's inference); off, it starts "
             "at the first answer token, as it was trained.",
         ),
-    ] = DEFAULTS.eagle_stage_prompt,
+    ] = setup.DEFAULTS.eagle_stage_prompt,
     soft_targets: Annotated[
         float,
         typer.Option(
@@ -275,33 +218,33 @@ def train(
             help="Weight of the loss against the LLM's whole next-token distribution (0: its tokens only, paper Eq. "
             "2; EAGLE: of its cross-entropy term).",
         ),
-    ] = DEFAULTS.soft_targets,
+    ] = setup.DEFAULTS.soft_targets,
     lr: Annotated[
         float, typer.Option("--lr", min=0.0, help="Peak learning rate (cosine decay to a tenth of it).")
-    ] = DEFAULTS.lr,
+    ] = setup.DEFAULTS.lr,
     warmup_steps: Annotated[
         int,
         typer.Option(
             "--warmup-steps", min=0, help="Linear warmup before the cosine decay (at most a fifth of the run)."
         ),
-    ] = DEFAULTS.warmup_steps,
+    ] = setup.DEFAULTS.warmup_steps,
     batch_positions: Annotated[
         int, typer.Option("--batch-positions", min=1, help="Positions per micro-batch.")
-    ] = DEFAULTS.batch_positions,
-    grad_accum: Annotated[int, typer.Option("--grad-accum", min=1)] = DEFAULTS.grad_accum,
+    ] = setup.DEFAULTS.batch_positions,
+    grad_accum: Annotated[int, typer.Option("--grad-accum", min=1)] = setup.DEFAULTS.grad_accum,
     steps: Annotated[
         int | None, typer.Option("--steps", min=1, help="Optimizer steps (overrides --epochs).")
-    ] = DEFAULTS.steps,
-    epochs: Annotated[float, typer.Option("--epochs", min=0.0)] = DEFAULTS.epochs,
-    eval_every: Annotated[int, typer.Option("--eval-every", min=1)] = DEFAULTS.eval_every,
+    ] = setup.DEFAULTS.steps,
+    epochs: Annotated[float, typer.Option("--epochs", min=0.0)] = setup.DEFAULTS.epochs,
+    eval_every: Annotated[int, typer.Option("--eval-every", min=1)] = setup.DEFAULTS.eval_every,
     eval_prompts: Annotated[
         int, typer.Option("--eval-prompts", min=0, help="Held-out prompts decoded at each eval.")
-    ] = DEFAULTS.eval_prompts,
+    ] = setup.DEFAULTS.eval_prompts,
     eval_max_tokens: Annotated[
         int,
         typer.Option("--eval-max-tokens", min=1, help="Tokens per answer in the evals' held-out replay and decoding."),
-    ] = DEFAULTS.eval_max_tokens,
-    seed: Annotated[int, typer.Option("--seed")] = DEFAULTS.seed,
+    ] = setup.DEFAULTS.eval_max_tokens,
+    seed: Annotated[int, typer.Option("--seed")] = setup.DEFAULTS.seed,
     dtype: DTypeOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run in OUT.")] = False,
     init_from: Annotated[
@@ -321,7 +264,8 @@ def train(
     data and loss, or an EAGLE on the same data with its own loss. The defaults are the recipe
     of the shipped SmolLM2-135M drafter (see its model card)."""
     from redrafter_mlx.training import prepare_data, train_drafter
-    from redrafter_mlx.training.distill import check_extensible, distill
+    from redrafter_mlx.training.distill import distill
+    from redrafter_mlx.training.distill_file import check_extensible
     from redrafter_mlx.training.distill_workers import distill_in_workers
 
     if distill_data is not None and not skip_distill:
@@ -329,33 +273,26 @@ def train(
             check_extensible(distill_data)
         except InputError as e:
             raise UsageError(f"{e} (--skip-distill)") from None
-    if init_from is not None and not (init_from / "config.json").is_file():
-        raise UsageError(f"{init_from}: not a drafter folder (no config.json)")
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"{out} exists and is not a folder")
-    params = dict(ctx.params, kind=resolve_kind(kind, out, resume, init_from))
-    check_kind_flags(ctx, params["kind"])
+    setup.check_folders(out, init_from)
+    params = dict(ctx.params, kind=setup.resolve_kind(kind, out, resume, init_from))
+    setup.check_kind_flags(ctx, params["kind"])
     try:
-        cfg = train_config(params, options)
+        cfg = setup.train_config(params, options)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    splits = [] if skip_distill else _prompt_splits(prompts)  # before anything is loaded or written
+    splits = [] if skip_distill else setup.prompt_splits(prompts)  # before anything is loaded or written
     if out.is_dir() and any(out.iterdir()) and not resume:
         if not force:
             raise UsageError(f"{out} is not empty: pass --resume to continue or --force to start over")
         shutil.rmtree(out)
-    work = out / WORK
+    work = out / setup.WORK
     work.mkdir(parents=True, exist_ok=True)
     data_file = distill_data or work / "distill.jsonl"
     loaded = load(model, runtime.parse_dtype(dtype))
     (work / "run.json").write_text(json.dumps({"model": model, "config": cfg.__dict__}, indent=1) + "\n")
 
     if not skip_distill:
-        splits.append(follow_up_turns([r for split in splits for r in split]))
-        records = []
-        for split in splits:
-            random.Random(seed).shuffle(split)
-            records += split
+        records = setup.shuffled_records(splits, seed)[:max_prompts]
         options = dict(
             max_new_tokens=max_new_tokens,
             batch_size=distill_batch,
@@ -366,11 +303,9 @@ def train(
             hidden_dir=work / "hidden",
         )
         if distill_workers > 1:
-            stats = distill_in_workers(
-                model, dtype, records[:max_prompts], data_file, workers=distill_workers, **options
-            )
+            stats = distill_in_workers(model, dtype, records, data_file, workers=distill_workers, **options)
         else:
-            stats = distill(loaded.model, loaded.tokenizer, records[:max_prompts], data_file, **options)
+            stats = distill(loaded.model, loaded.tokenizer, records, data_file, **options)
         console.print(
             f"distillation: {stats.prompts_done} new answers, {stats.prompts_skipped} already done, "
             f"{stats.tokens} tokens in {stats.seconds:.0f}s ({stats.tokens_per_second:.1f} tok/s)"
@@ -403,7 +338,7 @@ def train(
         cfg,
         token_ids=data.token_ids,
         heldout_answers=data.heldout_answers,
-        eval_prompt_ids=eval_prompt_ids(loaded.tokenizer, eval_prompts),
+        eval_prompt_ids=setup.eval_prompt_ids(loaded.tokenizer, eval_prompts),
         eos_ids=eos,
         resume=resume,
         init_from=init_from,
@@ -412,113 +347,4 @@ def train(
         console=console,
         log=log,
     )
-    best = result.best or {}
-    parts = []
-    if "replay_tokens_per_step" in best:
-        parts.append(f"{best['replay_tokens_per_step']:.2f} tokens/step replayed on the held-out answers")
-    if "tokens_per_step" in best:
-        parts.append(f"{best['tokens_per_step']:.2f} tokens/step decoding eval prompts")
-    if "top1" in best:
-        parts.append("top-1 " + "/".join(f"{a:.2f}" for a in best["top1"]))
-    summary = f"best at step {best.get('step')}: " + ", ".join(parts)
-    console.print(f"{summary}\nwrote {out}")
-
-
-def train_config(options: Mapping[str, Any], decoding: DecodingOptions = DecodingOptions()) -> TrainConfig:
-    """The TrainConfig that `redrafter train`'s parsed options describe (kind None: redrafter;
-    --layers None: the kind's default); the evals decode with the tree every command uses for
-    a drafter without calibration (explicit -w/-l/-s win)."""
-    tree = resolve_shape(None, decoding.beam_width, decoding.beam_length, decoding.search_width)
-    kind, layers = options.get("kind") or "redrafter", options["layers"]
-    eagle = {
-        k: options[k]
-        for k in (
-            "eagle_layers",
-            "eagle_seq",
-            "eagle_noise",
-            "eagle_reg_weight",
-            "eagle_cls_weight",
-            "eagle_stage_prompt",
-        )
-    }
-    return TrainConfig(
-        kind=kind,
-        exit_dim=options["exit_dim"],
-        rnn=options["rnn"],
-        head_tied=options["tied"],
-        num_draft_layers=DEFAULTS.num_draft_layers if layers is None or kind != "redrafter" else layers,
-        token_subset_size=(options["token_subset"] or None) if kind == "redrafter" else None,
-        inner_dim=options["inner_dim"],
-        tie_weights=options["tie_weights"],
-        scale_input=options["scale_input"],
-        medusa_layers=DEFAULTS.medusa_layers if layers is None or kind != "medusa" else layers,
-        predict=1 if kind == "eagle" else options["predict"],
-        **eagle,
-        soft_targets=options["soft_targets"],
-        lr=options["lr"],
-        warmup_steps=options["warmup_steps"],
-        batch_positions=options["batch_positions"],
-        grad_accum=options["grad_accum"],
-        steps=options["steps"],
-        epochs=options["epochs"],
-        eval_every=options["eval_every"],
-        checkpoint_every=options["eval_every"],
-        eval_prompts=options["eval_prompts"],
-        eval_max_tokens=options["eval_max_tokens"],
-        beam_width=tree.beam_width,
-        beam_length=tree.beam_length,
-        search_width=tree.search_width,
-        seed=options["seed"],
-    )
-
-
-def resolve_kind(kind: str | None, out: Path, resume: bool, init_from: Path | None) -> str:
-    """The kind to train: --kind, else that of the checkpoint a --resume continues, else that
-    of the --init-from folder, else redrafter; a --kind that contradicts either is refused."""
-    from redrafter_mlx.drafting.registry import drafter_kind
-    from redrafter_mlx.training.checkpoint import CHECKPOINT_DIR
-
-    if kind is not None and kind not in KINDS:
-        raise UsageError(f"--kind: choose one of {', '.join(KINDS)}, got {kind!r}")
-    sources = [(out / WORK / CHECKPOINT_DIR, "OUT's checkpoint")] if resume else []
-    sources += [(init_from, "--init-from")] if init_from is not None else []
-    for folder, name in sources:
-        if not (folder / "config.json").is_file():
-            continue
-        model_type = drafter_kind(folder) or MODEL_TYPES["redrafter"]  # reference RNN configs may lack it
-        found = next((k for k, t in MODEL_TYPES.items() if t == model_type), None)
-        if found is None:
-            raise UsageError(f"{folder}: a {model_type} folder; train trains {', '.join(KINDS)} drafters")
-        if kind is not None and kind != found:
-            raise UsageError(f"--kind {kind}: {name} ({folder}) holds a {found} drafter")
-        return found
-    return kind or "redrafter"
-
-
-def check_kind_flags(ctx: typer.Context, kind: str) -> None:
-    """One line for an architecture flag given with a kind it does not apply to."""
-    for name, (flag, kinds) in KIND_ONLY.items():
-        source = ctx.get_parameter_source(name)  # typer's own click: compare the enum by name
-        given = source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
-        if given and kind not in kinds:
-            hint = (
-                " (the MLP speculator's shared stages: --tie-weights)"
-                if name == "tied" and kind == "mlp-speculator"
-                else ""
-            )
-            raise UsageError(f"{flag} is for --kind {' or '.join(kinds)}, not {kind}{hint}")
-
-
-def _prompt_splits(prompts: Path | None) -> list[list[dict]]:
-    """The prompts to distil: the --prompts file, else the checkout's training splits (the
-    train split, its extra draw, then the hand-written batches; the caller appends the
-    follow-up turns of all of them). Each is shuffled on its own, so `--max-prompts 3089`
-    still picks exactly the train split and 8127 train + train-extra."""
-    if prompts is not None:
-        return [read_prompt_file(prompts)]
-    try:
-        return [load_prompts(split) for split in TRAIN_SPLITS]
-    except FileNotFoundError as e:
-        raise UsageError(
-            f'no training prompts: {e}; or pass --prompts FILE.jsonl (one {{"prompt": ...}} per line)'
-        ) from None
+    console.print(f"{setup.best_summary(result.best or {})}\nwrote {out}")

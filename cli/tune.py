@@ -6,6 +6,13 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from redrafter_mlx import runtime
+from redrafter_mlx.formats.loading import DEFAULT_MODEL
+from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.profiling.calibrate import (
     DEFAULT_LENGTHS,
     DEFAULT_WIDTHS,
@@ -14,13 +21,6 @@ from redrafter_mlx.profiling.calibrate import (
     shape_grid,
     work_units,
 )
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
-
-from redrafter_mlx import runtime
-from redrafter_mlx.formats.loading import DEFAULT_MODEL
-from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.tuning.calibration import Calibration, calibration_path, write_calibration
 
 from .app import app, console, friendly_errors, print_json

@@ -18,7 +18,7 @@ from redrafter_mlx.formats.loading import EMBEDDED
 from redrafter_mlx.formats.target_llm import read_llm_tokenizer
 from redrafter_mlx.formats.token_ranking import DEFAULT_CORPUS
 from redrafter_mlx.training import TrainConfig, split_records
-from redrafter_mlx.training.distill import read_distill_file
+from redrafter_mlx.training.distill_file import read_distill_file
 
 
 def write_corpus(distill_file: Path, out: Path) -> int:

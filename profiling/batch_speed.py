@@ -17,9 +17,9 @@ import time
 from dataclasses import replace
 
 import mlx.core as mx
-from redrafter_mlx.cli.bench import eval_texts
 
 from redrafter_mlx.api import Pipeline, load
+from redrafter_mlx.cli.bench import eval_texts
 from redrafter_mlx.decoding.batch import BatchDecoder, Request
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.options import DecodingOptions

@@ -23,10 +23,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
-from redrafter_mlx.cli.bench import eval_texts
-from redrafter_mlx.profiling.bench import mlx_lm_folder, scratch_dir
 
+from redrafter_mlx.cli.bench import eval_texts
 from redrafter_mlx.formats.loading import load as load_model
+from redrafter_mlx.profiling.bench import mlx_lm_folder, scratch_dir
 from redrafter_mlx.runtime.fastblas import find_openblas
 
 

@@ -21,12 +21,12 @@ import sentencepiece as spm
 import torch
 import torch.nn.functional as F
 from mlx.utils import tree_flatten
-from redrafter_mlx.cli.main import load_commands
 from safetensors.torch import save_file
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 from typer.testing import CliRunner
 
+from redrafter_mlx.cli.main import load_commands
 from redrafter_mlx.decoding.loop import GenerationStats, generate_ar
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.kinds.eagle import Eagle
@@ -35,7 +35,7 @@ from redrafter_mlx.drafting.kinds.mlp_speculator import MLPSpeculator, MLPSpecul
 from redrafter_mlx.drafting.kinds.rnn import DrafterConfig, RecurrentDrafter
 from redrafter_mlx.models.llama import Model, ModelArgs
 from redrafter_mlx.training import TrainConfig, assemble, checkpoint, prefill_hidden, train_drafter
-from redrafter_mlx.training.distill import DistillRecord
+from redrafter_mlx.training.distill_file import DistillRecord
 from redrafter_mlx.tuning.calibration import Calibration, ShapeCost
 
 # --- tiny random Llamas and decoding ------------------------------------------------------

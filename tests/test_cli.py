@@ -421,8 +421,8 @@ def test_a_bug_inside_decoding_shows_its_traceback_and_asks_for_a_report():
 def test_decoding_flags_are_the_options_type_with_its_defaults(command, max_tokens):
     """Every command's decoding flags come from `DecodingOptions` (one definition, one default)."""
     import typer.main
-    from redrafter_mlx.cli.main import load_commands
 
+    from redrafter_mlx.cli.main import load_commands
     from redrafter_mlx.options import SAMPLING_FIELDS, TREE_FIELDS, DecodingOptions
 
     params = {p.name: p for p in typer.main.get_command(load_commands()).commands[command].params}

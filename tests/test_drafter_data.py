@@ -16,7 +16,7 @@ from redrafter_mlx.drafting.ngrams import build_ngram_table, load_ngram_table
 from redrafter_mlx.formats.prompt_sets import CHECKOUT_DATA, TRAIN_SPLITS, follow_up_turns, load_prompts
 from redrafter_mlx.prompting import encode_prompt
 from redrafter_mlx.training import TrainConfig, split_records
-from redrafter_mlx.training.distill import first_user_message, read_distill_file
+from redrafter_mlx.training.distill_file import first_user_message, read_distill_file
 
 DATA = CHECKOUT_DATA / "smollm2-135m-distill.jsonl.gz"
 DRAFTER = Path(redrafter_mlx.__file__).parent / "assets" / "drafters" / "smollm2-135m"

@@ -60,9 +60,8 @@ def test_auto_trees_are_cut_to_what_a_drafter_can_draft_and_explicit_ones_refuse
 def test_the_benchmarks_random_drafters_load_as_their_kind(tmp_path, kind):
     """`profiling.reference_drafter` writes each kind in its reference shape for a model; it
     loads as that kind, and so does the session it opens for a generation."""
-    from redrafter_mlx.profiling.reference_drafter import write
-
     from redrafter_mlx.drafting.registry import load_drafter_folder
+    from redrafter_mlx.profiling.reference_drafter import write
 
     config = tiny_config()
     drafter = load_drafter_folder(write(kind, config, tmp_path / kind), mx.float32)

@@ -18,14 +18,15 @@ import mlx.core as mx
 import pytest
 import uvicorn
 from openai import AsyncOpenAI, OpenAI
-from redrafter_mlx.profiling.load_test import free_port
 
 from redrafter_mlx.api import Pipeline, generate
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.loading import load_drafter_for
 from redrafter_mlx.errors import InputError
 from redrafter_mlx.options import DecodingOptions
-from redrafter_mlx.serve.app import StopMatcher, serve_pipeline
+from redrafter_mlx.profiling.load_test import free_port
+from redrafter_mlx.serve.app import serve_pipeline
+from redrafter_mlx.serve.replies import StopMatcher
 
 from .helpers import MORE_PROMPTS, REDRAFTER, assert_one_line_error, random_eagle
 

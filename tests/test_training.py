@@ -18,7 +18,8 @@ from redrafter_mlx.drafting.beam_search import beam_search
 from redrafter_mlx.drafting.kinds.rnn import load as load_drafter
 from redrafter_mlx.training import TrainConfig, prefill_hidden, train_drafter
 from redrafter_mlx.training.dataset import later_states, select_token_subset, windows
-from redrafter_mlx.training.distill import DistillRecord, HiddenStore, distill, read_distill_file
+from redrafter_mlx.training.distill import HiddenStore, distill
+from redrafter_mlx.training.distill_file import DistillRecord, read_distill_file
 from redrafter_mlx.training.distill_workers import distill_in_workers
 from redrafter_mlx.training.evaluation import accuracy
 from redrafter_mlx.training.loss import drafter_loss, head_index_map, teacher_head, unrolled_logits
@@ -134,9 +135,9 @@ def test_cli_defaults_train_the_shipped_drafters_architecture(embedded):
     """`redrafter train` with no options builds a drafter whose config.json is the shipped
     drafter's, field by field."""
     import typer
-    from redrafter_mlx.cli.main import load_commands
-    from redrafter_mlx.cli.train import train_config
 
+    from redrafter_mlx.cli.main import load_commands
+    from redrafter_mlx.cli.train_setup import train_config
     from redrafter_mlx.formats.checkpoint import CONFIG_FILE
     from redrafter_mlx.formats.loading import DEFAULT_MODEL, SHIPPED_DRAFTERS
 
@@ -152,9 +153,9 @@ def test_cli_defaults_train_the_shipped_drafters_architecture(embedded):
 def test_cli_train_without_training_prompts_asks_for_a_prompts_file(tmp_path, monkeypatch):
     """From an installed wheel (no checkout data/ folder) `redrafter train` needs --prompts,
     and says so in one line before it loads or writes anything."""
-    from redrafter_mlx.cli.main import load_commands
     from typer.testing import CliRunner
 
+    from redrafter_mlx.cli.main import load_commands
     from redrafter_mlx.formats import prompt_sets as data
 
     monkeypatch.setattr(data, "CHECKOUT_DATA", tmp_path / "no-checkout")
@@ -296,9 +297,9 @@ def test_distill_workers_agree_with_one_process_and_resume(tmp_path, write_tiny_
 
 
 def test_cli_train_distils_trains_and_guards_out(tmp_path, write_tiny_folder):
-    from redrafter_mlx.cli.main import load_commands
     from typer.testing import CliRunner
 
+    from redrafter_mlx.cli.main import load_commands
     from redrafter_mlx.formats.loading import load
     from redrafter_mlx.prompting import encode_prompt
 

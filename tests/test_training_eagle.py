@@ -20,7 +20,7 @@ from redrafter_mlx.drafting.kinds.eagle import Eagle
 from redrafter_mlx.drafting.registry import load_drafter_folder
 from redrafter_mlx.errors import InputError
 from redrafter_mlx.training import train_drafter
-from redrafter_mlx.training.distill import DistillRecord
+from redrafter_mlx.training.distill_file import DistillRecord
 from redrafter_mlx.training.eagle import eagle_loss, eagle_outputs, record_spans, sequence_batch, training_batch
 from redrafter_mlx.training.start import make_drafter
 from redrafter_mlx.tuning import DraftPlan

@@ -22,7 +22,7 @@ from redrafter_mlx.drafting.registry import load_drafter_folder
 from redrafter_mlx.errors import InputError
 from redrafter_mlx.training import train_drafter
 from redrafter_mlx.training.dataset import later_states
-from redrafter_mlx.training.distill import read_distill_file
+from redrafter_mlx.training.distill_file import read_distill_file
 from redrafter_mlx.training.loss import (
     drafter_loss,
     head_index_map,

@@ -26,7 +26,8 @@ from ..errors import InputError
 from ..formats.token_ranking import rank_tokens
 from ..runtime.progress import start_progress
 from .config import TrainConfig
-from .distill import DistillRecord, HiddenStore, read_distill_file
+from .distill import HiddenStore
+from .distill_file import DistillRecord, read_distill_file
 
 PREFILL_CHUNK = 64  # records whose states are computed and stored together (a kill loses one chunk)
 

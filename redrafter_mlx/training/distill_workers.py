@@ -25,7 +25,8 @@ from typing import Any
 
 from ..errors import InputError
 from ..runtime.progress import start_progress
-from .distill import DistillStats, check_extensible, prompt_id, read_distill_file, repair_tail
+from .distill import DistillStats
+from .distill_file import check_extensible, prompt_id, read_distill_file, repair_tail
 
 POLL_SECONDS = 1.0
 
