@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.ngrams import build_ngram_table
 from redrafter_mlx.training import TrainConfig, train_drafter
 from redrafter_mlx.training.distill import generate_with_hidden
@@ -62,7 +63,7 @@ def test_replay_counts_what_decoding_counts(tmp_path):
 
     prompts = [r.prompt_ids for r in records]
     decoded = decode_eval(model, drafter, prompts, beam_width=3, beam_length=4, max_tokens=30)
-    replayed = replay(drafter, model.embedding, held, beam_width=3, beam_length=4, max_tokens=30, lookup=False)
+    replayed = replay(drafter, model.embedding, held, TreeShape(3, 4, 3), max_tokens=30, lookup=False)
     assert 1.3 < replayed.tokens_per_step < 3.3, (replayed, decoded)
     assert replayed.steps == decoded["steps"]
     assert replayed.tokens_per_step == decoded["tokens_per_step"]
@@ -71,11 +72,11 @@ def test_replay_counts_what_decoding_counts(tmp_path):
 
     # With the context lookup (copying from each prompt and answer), as decoding does it.
     looked_up = decode_eval(model, drafter, prompts, beam_width=3, beam_length=4, max_tokens=30, lookup=True)
-    replayed = replay(drafter, model.embedding, held, beam_width=3, beam_length=4, max_tokens=30, prompts=prompts)
+    replayed = replay(drafter, model.embedding, held, TreeShape(3, 4, 3), max_tokens=30, prompts=prompts)
     assert replayed.tokens_per_step == looked_up["tokens_per_step"] != decoded["tokens_per_step"]
 
     # With the n-gram table as the lookup's fallback (here from these very answers).
     drafter.ngrams = build_ngram_table([r.response_ids for r in records], config["vocab_size"])
     with_table = decode_eval(model, drafter, prompts, beam_width=3, beam_length=4, max_tokens=30, lookup=True)
-    replayed = replay(drafter, model.embedding, held, beam_width=3, beam_length=4, max_tokens=30, prompts=prompts)
+    replayed = replay(drafter, model.embedding, held, TreeShape(3, 4, 3), max_tokens=30, prompts=prompts)
     assert replayed.tokens_per_step == with_table["tokens_per_step"] != looked_up["tokens_per_step"]

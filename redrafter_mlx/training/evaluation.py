@@ -134,9 +134,7 @@ def evaluate(model: nn.Module, drafter: TreeDrafter, heldout: HeldOut, cfg: Trai
             drafter,
             model.embedding,
             heldout.answers,
-            beam_width=cfg.beam_width,
-            beam_length=cfg.beam_length,
-            search_width=cfg.search_width,
+            TreeShape(cfg.beam_width, cfg.beam_length, cfg.search_width),
             max_tokens=cfg.eval_max_tokens,
             lookup=False,
         ).tokens_per_step

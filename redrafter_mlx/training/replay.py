@@ -23,6 +23,7 @@ import mlx.core as mx
 import numpy as np
 from mlx import nn
 
+from ..drafting import TreeShape
 from ..drafting.beam_search import DRAFT_TOP_K, beam_search
 from ..drafting.kinds.llm_embedding import Embedding
 from ..drafting.kinds.rnn import RecurrentDrafter
@@ -66,11 +67,9 @@ def replay(
     drafter: RecurrentDrafter,
     embedding: Embedding,
     answers: Sequence[tuple[np.ndarray, np.ndarray]],
+    shape: TreeShape,
     *,
-    beam_width: int,
-    beam_length: int,
     draft_top_k: int = DRAFT_TOP_K,
-    search_width: int | None = None,
     max_tokens: int | None = None,
     prompts: Sequence[Sequence[int]] | None = None,
     lookup: bool = True,
@@ -79,7 +78,7 @@ def replay(
     is the LLM's final-norm state that produced tokens[i] (`HiddenStore` layout), tokens
     the greedy answer (ending with EOS when the model stopped). Steps stop once
     `max_tokens` tokens are out, like decoding's limit; the last step may accept drafts
-    beyond it, as in decoding, when the answer is longer. `draft_top_k`, `search_width`: as in `beam_search`;
+    beyond it, as in decoding, when the answer is longer. `shape` and `draft_top_k`: as in `beam_search`;
     `lookup`: as in decoding, copying from each answer's prompt (`prompts`, in the same
     order; none: from the answer alone) and the answer so far."""
     if drafter.stateful:
@@ -97,13 +96,20 @@ def replay(
     limit = max_tokens or max((len(t) for t, _ in answers), default=0)
     position = np.zeros(len(answers), dtype=np.int64)  # index of each answer's guaranteed token
     ends = np.array([min(len(t), limit) - 1 for t, _ in answers], dtype=np.int64)  # no step after
-    width = beam_length - 1
+    width = shape.beam_length - 1
     result = ReplayResult(0, 0)
     while (active := np.nonzero(position < ends)[0]).size:
         hidden = mx.array(np.stack([answers[i][1][position[i]] for i in active]))
         guaranteed = mx.array(np.array([answers[i][0][position[i]] for i in active], dtype=np.int32))
         beams, _ = beam_search(
-            drafter, embedding, hidden, guaranteed, beam_width, beam_length, draft_top_k, search_width
+            drafter,
+            embedding,
+            hidden,
+            guaranteed,
+            shape.beam_width,
+            shape.beam_length,
+            draft_top_k,
+            shape.search_width,
         )
         if lookup:
             beams = with_lookup_beam(
