@@ -16,6 +16,7 @@ from redrafter_mlx.formats.prompt_sets import balanced_subset, load_prompts
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.profiling import bench as runner
 from redrafter_mlx.prompting import encode_prompt
+from redrafter_mlx.runtime.timers import PhaseTimer
 
 from .app import app, console, friendly_errors, print_json
 from .bench_modes import (
@@ -84,6 +85,15 @@ def bench(
     num_prompts: NumPromptsOpt = 16,
     dtype: DTypeOpt = None,
     skip_mlx_lm: Annotated[bool, typer.Option("--skip-mlx-lm", help="Do not run the mlx-lm peer.")] = False,
+    rounds: Annotated[
+        int,
+        typer.Option(
+            "--rounds",
+            min=1,
+            help="Decode every prompt this many times with our AR and ReDrafter, interleaved; per-prompt "
+            "speeds are the medians.",
+        ),
+    ] = 1,
     profile: Annotated[bool, typer.Option("--profile", help="Per-phase ReDrafter timings (slower).")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the results as one JSON object.")] = False,
     verify_cost: Annotated[
@@ -118,13 +128,14 @@ def bench(
             "--trees",
             metavar="TREE,TREE,...",
             help="Instead: our AR and ReDrafter with each tree (WxLxS, 'auto' = the calibrated choice with "
-            "adaptive length, 'static' = without), interleaved prompt by prompt in one run.",
+            "step controller, 'static' = without), interleaved prompt by prompt in one run.",
         ),
     ] = None,
     *,
     options: DecodingOptions,
 ) -> None:
-    """Throughput, tokens/step, compression, memory and output identity of all three decoders (greedy)."""
+    """Throughput, tokens/step, compression, memory and output identity of all three decoders (greedy),
+    and ReDrafter's speed-up prompt by prompt (our AR and ReDrafter interleaved)."""
     if verify_cost is not None:
         return show_verify_cost(model, runtime.parse_dtype(dtype), parse_sizes(verify_cost, "--verify-cost"), json_out)
     compared = parse_trees(trees) if trees is not None else None
@@ -156,8 +167,13 @@ def bench(
         if not skip_mlx_lm:
             folder = runner.mlx_lm_folder(pipeline.loaded, Path(scratch))
             results.append(runner.run_mlx_lm(folder, prompts, options.max_tokens))
-    results.append(runner.run_ours(pipeline.autoregressive(), prompts, options))
-    results.append(runner.run_ours(pipeline, prompts, options, found, profile=profile))
+    timer = PhaseTimer(profile)
+    ours = {
+        "AR (ours)": runner.ours(pipeline.autoregressive(), options),
+        "ReDrafter": runner.ours(pipeline, options, found, timer),
+    }
+    results += runner.run_interleaved(prompts, ours, rounds)
+    results[-1].phase_times = dict(timer.totals)
     report = summarise(results)
     report |= {
         "model": model,
@@ -166,8 +182,9 @@ def bench(
         "search_width": shape.search_width,
         "lookup": options.lookup,
         "calibrated": found.calibration is not None,
-        "adaptive": found.adapt is not None,
+        "adaptive": found.control is not None,
         "prompts": len(prompts),
+        "rounds": rounds,
         "max_tokens": options.max_tokens,
         "runtime": about,
     }
@@ -205,6 +222,12 @@ def show(report: dict) -> None:
             "yes" if m["identical_to_ar"] else "NO",
         )
     Console().print(table)
+    spread = report["per_prompt"]
+    Console().print(
+        f"ReDrafter / our AR, prompt by prompt ({report['prompts']} prompts, {report['rounds']} round(s), "
+        f"medians): worst {spread['worst']:.2f}x, median {spread['median']:.2f}x, mean {spread['mean']:.2f}x; "
+        f"{spread['losing']} below 1.00x, {spread['below_0.95']} below 0.95x"
+    )
     redrafter = report["methods"][-1]
     if redrafter["phase_times"]:
         total = sum(redrafter["phase_times"].values())

@@ -3,6 +3,7 @@ and tokens/step replayed without timing."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import replace
 from pathlib import Path
 
@@ -216,7 +217,9 @@ def drafting(shape: TreeShape, lookup: bool) -> str:
 
 
 def summarise(results: list[runner.MethodResult]) -> dict:
-    """Ratios against the first method and identity of outputs with our AR."""
+    """Ratios against the first method, identity of outputs with our AR, and the last
+    method's speed-up over our AR prompt by prompt (`per_prompt`: worst, median, mean, how
+    many prompts lose)."""
     base = results[0].tokens_per_s
     ours_ar = next(r for r in results if r.name == "AR (ours)")
     methods = []
@@ -226,4 +229,20 @@ def summarise(results: list[runner.MethodResult]) -> dict:
             "identical_to_ar": r.tokens == ours_ar.tokens,
         }
         methods.append(entry)
-    return {"baseline": results[0].name, "methods": methods}
+    report = {"baseline": results[0].name, "methods": methods}
+    if results[-1] is not ours_ar:
+        report["per_prompt"] = per_prompt_ratios(results[-1], ours_ar)
+    return report
+
+
+def per_prompt_ratios(method: runner.MethodResult, baseline: runner.MethodResult) -> dict:
+    """`method`'s tokens/s over `baseline`'s, prompt by prompt: the spread an average hides."""
+    ratios = [m / b for m, b in zip(method.prompt_tokens_per_s(), baseline.prompt_tokens_per_s()) if b]
+    return {
+        "ratios": ratios,
+        "worst": min(ratios),
+        "median": statistics.median(ratios),
+        "mean": statistics.fmean(ratios),
+        "losing": sum(r < 1.0 for r in ratios),
+        "below_0.95": sum(r < 0.95 for r in ratios),
+    }

@@ -148,8 +148,9 @@ FLAGS = {
         typer.Option(
             "--adaptive/--static",
             rich_help_panel=PANEL,
-            help="With a calibration and no --beam-length: choose each step's beam length from the acceptance "
-            "seen so far (long beams where the text repeats, short ones in open prose).",
+            help="Without --beam-length: each step, draft the tree (its beam length) or take a plain decoding "
+            "step, whichever this generation's acceptance and timings say is faster, so drafting never runs "
+            "where it loses (--static: the same tree every step).",
         ),
     ],
 }

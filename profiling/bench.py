@@ -8,6 +8,7 @@ prefill is excluded and every method is clocked identically.
 
 from __future__ import annotations
 
+import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +42,7 @@ class MethodResult:
     tree_cells: int = 0  # W * L summed over verified trees
     peak_memory_gb: float = 0.0
     phase_times: dict[str, float] = field(default_factory=dict)
+    runs: list[tuple[int, int, float]] = field(default_factory=list)  # (prompt index, decode tokens, seconds)
 
     @property
     def tokens_per_s(self) -> float:
@@ -55,8 +57,16 @@ class MethodResult:
     def tokens_per_step(self) -> float:
         return self.accepted / self.steps if self.steps else 1.0
 
+    def prompt_tokens_per_s(self) -> list[float]:
+        """Each prompt's decode tokens/s, the median over its runs (rounds)."""
+        by_prompt: dict[int, list[float]] = {}
+        for index, tokens, seconds in self.runs:
+            by_prompt.setdefault(index, []).append(tokens / seconds if seconds else 0.0)
+        return [statistics.median(by_prompt[i]) for i in sorted(by_prompt)]
+
     def summary(self) -> dict:
-        out = {k: v for k, v in asdict(self).items() if k not in ("tokens", "verified", "tree_cells")}
+        out = {k: v for k, v in asdict(self).items() if k not in ("tokens", "verified", "tree_cells", "runs")}
+        out["prompt_tokens_per_s"] = self.prompt_tokens_per_s()
         out |= {
             "tokens_per_s": self.tokens_per_s,
             "tokens_per_step": self.tokens_per_step,
@@ -143,27 +153,28 @@ def run_ours(
 
 def measure(result: MethodResult, prompts: list[list[int]], decode: Decoder) -> MethodResult:
     """Drain `decode` for every prompt, timing token arrivals, and fill `result`."""
-    mx.reset_peak_memory()
-    for ids in prompts:
-        add_run(result, ids, decode)
-    result.peak_memory_gb = mx.get_peak_memory() / 1e9
+    for index, ids in enumerate(prompts):
+        add_run(result, index, ids, decode)
     return result
 
 
-def run_interleaved(prompts: list[list[int]], decoders: dict[str, Decoder]) -> list[MethodResult]:
-    """Every decoder on every prompt, the order rotating from prompt to prompt, so that a
-    machine's drift during the run weighs on all of them alike (no peak memory: it is
-    shared)."""
+def run_interleaved(prompts: list[list[int]], decoders: dict[str, Decoder], rounds: int = 1) -> list[MethodResult]:
+    """Every decoder on every prompt, `rounds` times, the order rotating from prompt to
+    prompt and round to round, so that a machine's drift during the run weighs on all of
+    them alike; per-prompt figures are then medians over the rounds."""
     results = {name: MethodResult(name) for name in decoders}
     names = list(decoders)
-    for i, ids in enumerate(prompts):
-        for name in names[i % len(names) :] + names[: i % len(names)]:
-            add_run(results[name], ids, decoders[name])
+    for round_ in range(rounds):
+        for index, ids in enumerate(prompts):
+            turn = (index + round_) % len(names)
+            for name in names[turn:] + names[:turn]:
+                add_run(results[name], index, ids, decoders[name])
     return list(results.values())
 
 
-def add_run(result: MethodResult, ids: list[int], decode: Decoder) -> None:
-    """Decode one prompt, timing token arrivals, into `result`."""
+def add_run(result: MethodResult, index: int, ids: list[int], decode: Decoder) -> None:
+    """Decode prompt number `index`, timing token arrivals (and the peak memory), into `result`."""
+    mx.reset_peak_memory()
     tokens: list[int] = []
     stats = None
     first = last = time.perf_counter()
@@ -172,7 +183,9 @@ def add_run(result: MethodResult, ids: list[int], decode: Decoder) -> None:
         if not tokens:
             first = last
         tokens += block
+    result.peak_memory_gb = max(result.peak_memory_gb, mx.get_peak_memory() / 1e9)
     result.tokens.append(tokens)
+    result.runs.append((index, max(len(tokens) - 1, 0), last - first))
     result.decode_tokens += max(len(tokens) - 1, 0)
     result.decode_time += last - first
     result.steps += len(stats.accepted_per_step) if stats else max(len(tokens) - 1, 0)

@@ -70,7 +70,7 @@ class Pipeline:
                 f"this drafter drafts at most {limit - 1} tokens: beam length at most {limit}, "
                 f"got {options.beam_length}"
             )
-        found = plan_drafting(
+        return plan_drafting(
             self.loaded.source,
             getattr(self.drafter, "source", None),
             runtime.device_name(),
@@ -80,12 +80,8 @@ class Pipeline:
             options.search_width,
             options.adaptive,
             options.lookup,
+            max_beam_length=limit,
         )
-        if limit and found.longest.beam_length > limit:  # an auto shape deeper than the drafter drafts
-            found = replace(
-                found, shape=replace(found.shape, beam_length=min(found.shape.beam_length, limit)), adapt=None
-            )
-        return found
 
     def steps(
         self,

@@ -33,7 +33,7 @@ class DecodingOptions:
     beam_length: int | None = None  # L: tokens per beam incl. the guaranteed one (None: auto)
     search_width: int | None = None  # S: beams the drafter's search keeps (None: auto)
     lookup: bool = True  # a copy of the text's earlier continuation may take the last beam
-    adaptive: bool = True  # with a calibration and no beam_length: L follows the acceptance
+    adaptive: bool = True  # no beam_length: a `StepController` picks each step's tree, or a plain step
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:

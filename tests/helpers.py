@@ -36,6 +36,7 @@ from redrafter_mlx.drafting.kinds.rnn import DrafterConfig, RecurrentDrafter
 from redrafter_mlx.models.llama import Model, ModelArgs
 from redrafter_mlx.training import TrainConfig, assemble, checkpoint, prefill_hidden, train_drafter
 from redrafter_mlx.training.distill_file import DistillRecord
+from redrafter_mlx.tuning import DraftPlan, StepController
 from redrafter_mlx.tuning.calibration import Calibration, ShapeCost
 
 # --- tiny random Llamas and decoding ------------------------------------------------------
@@ -215,6 +216,28 @@ def exact_sequence_probabilities(temperature: float, prompt: list[int] = TINY_PR
                 grown[seq + (token,)] = p * float(q[token])
         probs = grown
     return probs
+
+
+class ScriptedControl(StepController):
+    """A controller whose choices are a seeded coin per step between `shape` (or a shorter
+    beam) and a plain step: every switch the loop can meet (prefill to either kind, tree to
+    plain and back, runs of each), whatever the machine's timings."""
+
+    def __init__(self, shape: TreeShape, seed: int = 0, plain_share: float = 0.5):
+        super().__init__(None, shape)
+        self.shapes = [TreeShape(shape.beam_width, length, shape.search_width) for length in (2, shape.beam_length)]
+        self.rng, self.plain_share = np.random.default_rng(seed), plain_share
+        self.chosen: list[TreeShape | None] = []
+
+    def choose(self) -> TreeShape | None:
+        option = None if self.rng.random() < self.plain_share else self.shapes[self.rng.integers(len(self.shapes))]
+        self.chosen.append(option)
+        return option
+
+
+def scripted_plan(shape: TreeShape, seed: int = 0, plain_share: float = 0.5) -> DraftPlan:
+    """A plan whose steps switch between trees and plain steps at random (`ScriptedControl`)."""
+    return DraftPlan(shape, control=ScriptedControl(shape, seed, plain_share))
 
 
 def sample_counts(generate, n: int) -> tuple[Counter, int]:

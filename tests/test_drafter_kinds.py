@@ -6,7 +6,7 @@ from __future__ import annotations
 import mlx.core as mx
 import pytest
 
-from redrafter_mlx.decoding.loop import generate_redrafter
+from redrafter_mlx.decoding.loop import generate_ar, generate_redrafter
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.kinds.draft_llm import DraftLLM
 from redrafter_mlx.prompting import encode_prompt
@@ -21,6 +21,7 @@ from .helpers import (
     random_medusa,
     random_model,
     random_speculator,
+    scripted_plan,
     tiny_config,
 )
 
@@ -32,14 +33,20 @@ KINDS = {
 }
 
 
+@pytest.mark.parametrize("switching", [False, True])
 @pytest.mark.parametrize("kind", KINDS)
-def test_at_most_one_host_read_per_step_for_every_kind(embedded, monkeypatch, kind):
+def test_at_most_one_host_read_per_step_for_every_kind(embedded, monkeypatch, kind, switching):
+    """With one tree, or switching between trees and plain steps (a stateful drafter is then
+    told the plain steps' tokens when drafting resumes): greedy AR's tokens either way."""
     drafter = KINDS[kind](embedded.model).for_target(embedded.model, "smollm2")
     ids = encode_prompt(embedded.tokenizer, PROMPTS[1])
+    expected, _ = collect(generate_ar(embedded.model, ids, max_tokens=12))
+    plan = scripted_plan(TreeShape(3, 4, 3), seed=2) if switching else DraftPlan(TreeShape(3, 4, 3))
     reads = count_host_reads(monkeypatch)
-    _, stats = collect(generate_redrafter(embedded.model, drafter, ids, DraftPlan(TreeShape(3, 4, 3)), max_tokens=12))
+    tokens, stats = collect(generate_redrafter(embedded.model, drafter, ids, plan, max_tokens=12))
     assert stats.steps >= 4
     assert sum(reads.values()) <= stats.steps + 1, reads  # + 1: the first token after prefill
+    assert tokens == expected
 
 
 def test_auto_trees_are_cut_to_what_a_drafter_can_draft_and_explicit_ones_refused(embedded):
@@ -50,7 +57,7 @@ def test_auto_trees_are_cut_to_what_a_drafter_can_draft_and_explicit_ones_refuse
     two_heads = Pipeline(embedded, random_medusa(49152, 576, 2), mx.float32)
     assert two_heads.drafter.max_beam_length == 3
     found = two_heads.plan(DecodingOptions(beam_width=2))
-    assert found.shape.beam_length == 3 and found.adapt is None
+    assert found.shape.beam_length == 3 and found.control.longest.beam_length == 3
     assert two_heads.plan(DecodingOptions(beam_length=3)).shape.beam_length == 3
     with pytest.raises(InputError, match="drafts at most 2 tokens: beam length at most 3, got 4"):
         two_heads.plan(DecodingOptions(beam_length=4))

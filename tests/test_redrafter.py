@@ -14,7 +14,7 @@ from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.loading import load_drafter_for
 from redrafter_mlx.models.cache import KVCache
 from redrafter_mlx.prompting import encode_prompt
-from redrafter_mlx.tuning import AdaptiveLength, DraftPlan
+from redrafter_mlx.tuning import DraftPlan, StepController
 from redrafter_mlx.verify.tree_attention import tree_layout
 
 from .helpers import (
@@ -30,6 +30,7 @@ from .helpers import (
     exact_sequence_probabilities,
     random_drafter,
     sample_counts,
+    scripted_plan,
 )
 
 
@@ -128,27 +129,62 @@ def test_padding_trees_to_longer_verify_lengths_changes_no_token(embedded, embed
         assert tokens == expected and stats.finish_reason == reason
 
 
-def test_adaptive_beam_length_changes_no_token(embedded, embedded_runs):
-    """Beam lengths that follow the acceptance still give greedy AR's output exactly."""
-    calibration = cpu_like()
-    policy = AdaptiveLength(calibration, calibration.best(beam_width=2, search_width=16))
-    plan = DraftPlan(policy.start, calibration.verify_lengths(policy.longest.max_packed), calibration, policy)
-    drafted = []
-    choose = policy.choose
-    policy.choose = lambda: drafted.append(choose()) or drafted[-1]
+@pytest.mark.parametrize("seed", [0, 1])
+def test_switching_between_trees_and_plain_steps_changes_no_token(embedded, embedded_runs, seed):
+    """Every switch the loop can meet (`ScriptedControl`), the drafter and the lookup told
+    of the tokens plain steps emitted, and the cache contract kept."""
     drafter = load_drafter_for(embedded, None)
+    plan = scripted_plan(TreeShape(2, 4, 2), seed)
     for ids, expected, reason in embedded_runs:
-        first = len(drafted)
+        cache = embedded.model.make_cache()
         tokens, stats = collect(
             generate_redrafter(
-                embedded.model, drafter, ids, plan, max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids
+                embedded.model, drafter, ids, plan, max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids, cache=cache
             )
         )
         assert tokens == expected and stats.finish_reason == reason
-        # compression counts each step's own tree: the i-th verified tree is the i-th drafted
-        verified = drafted[first:][: len(stats.tree_cells)]
-        assert stats.tree_cells == [shape.beam_width * shape.beam_length for shape in verified]
-    assert len({shape.beam_length for shape in drafted}) > 1  # the length really changed
+        assert cache.length == len(ids) + len(tokens) - 1
+        assert 0 < len(stats.tree_cells) < stats.steps  # both kinds of step ran
+    assert sum(stats.accepted_per_step) > stats.steps  # drafts were accepted
+
+
+def test_the_controller_stops_drafting_when_the_drafter_stops_predicting(
+    embedded, embedded_runs, long_answers, monkeypatch
+):
+    """A drafter that knows the answer's first 12 tokens and then drafts nonsense: the real
+    controller drafts long beams, then decodes plainly; the output is greedy AR's throughout."""
+    calibration = cpu_like()
+    control = StepController(calibration, calibration.best(beam_width=2, search_width=16))
+    plan = DraftPlan(control.start, calibration.verify_lengths(control.longest.max_packed), calibration, control)
+    chosen = []
+    choose = control.choose
+    monkeypatch.setattr(control, "choose", lambda: chosen.append(choose()) or chosen[-1])
+    for (ids, _, _), answer in zip(embedded_runs, long_answers):
+        monkeypatch.setattr(decoding, "make_draft_fn", knowing_draft(answer[:12], len(ids)))
+        first = len(chosen)
+        tokens, stats = collect(generate_redrafter(embedded.model, random_drafter(8, 576), ids, plan, max_tokens=40))
+        assert tokens == answer
+        late = chosen[first:][-20:]  # long after the drafter stopped predicting: mostly plain steps
+        assert late.count(None) > len(late) / 2, late  # (timing decides how often trees are probed)
+        assert max(stats.accepted_per_step) >= 3  # while it predicted, beams were accepted whole
+
+
+def knowing_draft(known: list[int], prompt_length: int):
+    """A stand-in draft phase (`make_draft_fn`) whose first beam is the greedy answer where
+    `known` covers it and nonsense after. (A test stand-in: it reads the text length.)"""
+
+    def make(drafter, embedding, shape, draft_top_k=50, lookup=True):
+        def draft(hidden, token, text, length):
+            start = length.item() - prompt_length - 1  # the guaranteed token's place in the answer
+            future = [token.item(), *known[start + 1 : start + shape.beam_length]]
+            row = future + [(7 * i + 3) % 500 + 1 for i in range(shape.beam_length - len(future))]
+            rows = [row] + [[row[0]] + [(t + w) % 500 + 1 for t in row[1:]] for w in range(1, shape.beam_width)]
+            beams = mx.array(rows, dtype=mx.int32)
+            return beams, tree_layout(beams)
+
+        return draft
+
+    return make
 
 
 def oracle_draft(answer: list[int]):
@@ -215,15 +251,17 @@ def test_cache_is_reusable_for_a_second_turn(embedded, embedded_runs):
     assert continued == fresh
 
 
-def test_at_most_one_host_read_per_step(embedded, monkeypatch):
+@pytest.mark.parametrize("switching", [False, True])
+def test_at_most_one_host_read_per_step(embedded, monkeypatch, switching):
     """Count every way MLX can hand a value to Python while ReDrafter decodes (the lookup
-    with the shipped n-gram table included)."""
+    with the shipped n-gram table included), with one tree or switching to plain steps."""
     drafter = random_drafter(49152, 576)
     drafter.ngrams = load_drafter_for(embedded, None).ngrams
     assert drafter.ngrams is not None
     ids = encode_prompt(embedded.tokenizer, PROMPTS[1])
+    plan = scripted_plan(TreeShape(3, 5, 3)) if switching else DraftPlan(TreeShape(3, 5, 3))
     reads = count_host_reads(monkeypatch)
-    _, stats = collect(generate_redrafter(embedded.model, drafter, ids, DraftPlan(TreeShape(3, 5, 3)), max_tokens=12))
+    _, stats = collect(generate_redrafter(embedded.model, drafter, ids, plan, max_tokens=12))
     assert stats.steps >= 5
     assert sum(reads.values()) <= stats.steps + 1, reads  # + 1: the first token after prefill
 
@@ -232,18 +270,20 @@ def test_at_most_one_host_read_per_step(embedded, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_sampled_redrafter_has_the_llm_distribution(temperature):
+@pytest.mark.parametrize("temperature,switching", [(1.0, False), (0.7, False), (1.0, True)])
+def test_sampled_redrafter_has_the_llm_distribution(temperature, switching):
+    """Exact with one tree, and with steps switching between trees and plain steps."""
     probs = exact_sequence_probabilities(temperature)
     drafter = random_drafter(TINY_VOCAB, 32, seed=5)
     n = 1500
     mx.random.seed(1234)
+    plan = scripted_plan(TreeShape(2, 3, 2), plain_share=0.3) if switching else DraftPlan(TreeShape(2, 3, 2))
     counts, accepted_drafts = sample_counts(
         lambda: generate_redrafter(
             TINY,
             drafter,
             TINY_PROMPT,
-            DraftPlan(TreeShape(2, 3, 2)),
+            plan,
             max_tokens=SEQ_LEN,
             sampler=make_sampler(temp=temperature),
         ),

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.tuning import (
     FALLBACK_SHAPE,
-    AdaptiveLength,
     Calibration,
     calibration_path,
     find_calibration,
@@ -106,27 +105,3 @@ def test_the_users_calibration_is_keyed_by_the_drafters_weights(tmp_path, monkey
     plan = plan_drafting(model, drafter, "gpu", "float16", beam_length=4)
     assert plan.shape == shipped.best(beam_length=4)
     assert plan.verify_lengths == shipped.verify_lengths(plan.shape.max_packed)
-
-
-def test_adaptive_length_drafts_longer_where_everything_is_accepted_and_shorter_where_nothing_is():
-    calibration = cpu_like(accept=0.3)  # a weaker drafter: the best length is a middle one
-    start = calibration.best(beam_width=3, search_width=16)
-    assert 2 < start.beam_length < 7
-    policy = AdaptiveLength(calibration, start)
-    assert policy.choose() == start  # no evidence yet: the static choice
-    for _ in range(6):
-        shape = policy.choose()
-        policy.observe(shape, shape.beam_length - 1)  # every draft accepted (repetitive text)
-    assert policy.choose().beam_length > start.beam_length
-    policy.reset()
-    assert policy.choose() == start
-    for _ in range(6):
-        shape = policy.choose()
-        policy.observe(shape, 0)  # nothing accepted (a drafter out of its depth)
-    assert policy.choose().beam_length < start.beam_length
-    assert {s.beam_width for s in policy.shapes} == {3} and {s.search_width for s in policy.shapes} == {16}
-
-
-def test_adaptive_length_needs_its_shape_in_the_calibration():
-    with pytest.raises(ValueError, match="not in the calibration"):
-        AdaptiveLength(cpu_like(), TreeShape(5, 5, 5))

@@ -36,8 +36,6 @@ from ..verify.acceptance import accept
 from ..verify.tree_attention import TreeLayout, bucket, pack
 from .loop import GenerationStats, answer_part, context_room
 
-TEXT_BLOCK = 1024  # lookup buffers are padded to a multiple of this, so the draft phase traces rarely
-
 
 @dataclass
 class Request:
@@ -117,8 +115,8 @@ class BatchDecoder:
         max_tokens = min(options.max_tokens, context_room(self.model, len(request.prompt)))
         seed = options.seed if options.seed is not None else random.getrandbits(63)
         stats = GenerationStats(prompt_tokens=len(request.prompt))
-        room = -(-(len(request.prompt) + max_tokens + 2 * self.shape.beam_length) // TEXT_BLOCK) * TEXT_BLOCK
-        text = TextBuffer(request.prompt, room - len(request.prompt)) if self.lookup else TextBuffer([], 1)
+        room = max_tokens + 2 * self.shape.beam_length
+        text = TextBuffer(request.prompt, room) if self.lookup else TextBuffer([], 1)
         row = _Row(handle, request, max_tokens, text, mx.random.key(seed), 0, stats)
         tic = time.perf_counter()
         cache = KVCache(len(self.model.layers))

@@ -25,7 +25,7 @@ from ..runtime.timers import PhaseTimer
 from ..sampling import Sampler, make_greedy_or_sampler, sampler_scores
 from ..tuning.plan import DraftPlan
 from ..verify.acceptance import accept
-from ..verify.tree_attention import bucket, pack, verify_mask
+from ..verify.tree_attention import TreeLayout, bucket, pack, verify_mask
 
 
 @dataclass
@@ -135,6 +135,27 @@ def generate_ar(
         cache.trim(start_length + len(prompt) + max(stats.num_tokens - 1, 0))
 
 
+@dataclass
+class Unread:
+    """A step's lazy outcome, before the host reads it: the tokens it emitted, the LLM hidden
+    state that predicted each, how many are real, and the next step's guaranteed token with
+    the hidden state that predicted it; for a tree step also what the cache compaction needs."""
+
+    tokens: mx.array  # (n,) int32; a tree step's are padded to its beam length
+    features: mx.array  # (n, D)
+    count: mx.array  # () int32 (plain steps and prefill: 1)
+    token: mx.array  # () int32: tokens[count - 1], the next step's guaranteed token
+    hidden: mx.array  # (D,): features[count - 1]
+    tree: TreeShape | None = None  # the tree it verified; None: a plain step (or prefill)
+    accepted: mx.array | None = None  # () drafted tokens accepted (tree steps)
+    path: mx.array | None = None  # (L,) packed positions of the chosen beam (tree steps)
+    packed: int = 1  # unique tokens verified
+
+    def reads(self) -> list[mx.array]:
+        """What the host reads of this step: [accepted, *tokens, *path] or [token]."""
+        return [self.tokens] if self.tree is None else [self.accepted[None], self.tokens, self.path]
+
+
 def generate_redrafter(
     model: Model,
     drafter: TreeDrafter,
@@ -148,30 +169,34 @@ def generate_redrafter(
     context: Sequence[int] = (),
     timer: PhaseTimer | None = None,
 ) -> Iterator[Step]:
-    """ReDrafter decoding (paper Sec. 3.4) with any drafter kind, drafting as `plan` says
-    (default: `FALLBACK_SHAPE` every step): every step emits 1..beam_length tokens.
+    """Speculative decoding (paper Sec. 3.4) with any drafter kind, each step drafting as
+    `plan` says: its one shape (default: `FALLBACK_SHAPE`), or what `plan.control` chooses
+    per step (a tree, or no tree, a plain step, where drafting does not pay: `StepController`).
 
-    Each step: (1) the guaranteed token and hidden state come from the previous step;
+    A tree step: (1) the guaranteed token and hidden state come from the previous step;
     (2) the drafter (any `drafting.TreeDrafter`; a stateful one through the session `open`
-    returns, told each step's emitted tokens) beam-searches W x L candidates (keeping S beams,
+    returns, told the emitted tokens) beam-searches W x L candidates (keeping S beams,
     of which the W that cover the most drafter probability are verified: `beam_search`; S at
     most W: the paper's search); with `plan.lookup`, the last of them gives way to a copy of
     what followed the text's last n-gram earlier in `context`, the prompt or the answer, when
-    it occurred (`lookup.py`), or
-    else to the drafter's stored continuation of it (`drafter.ngrams`, `ngrams.py`); (3) the
-    unique prefixes are packed and verified in ONE forward pass with a tree mask; (4) the
-    longest accepted prefix is kept and the cache compacted to it. The only host read per
-    step fetches the accepted tokens and their packed positions together with the next
-    tree's packed length; the cache moves those positions to the front only when they are
-    not there already (the first beam's path is), which most steps skip. Same
-    interface and cache contract as `generate_ar`; `context` holds the tokens before
-    `prompt` that the cache already has (earlier turns), for the lookup and stateful drafters.
-    Each tree is padded to `plan.verify_lengths` for the verify pass (default: `bucket`); with
-    `plan.adapt`, each step's beam length is chosen from the acceptance so far (`AdaptiveLength`).
+    it occurred (`lookup.py`), or else to the drafter's stored continuation of it
+    (`drafter.ngrams`, `ngrams.py`); (3) the unique prefixes are packed and verified in ONE
+    forward pass with a tree mask, padded to `plan.verify_lengths` (default: `bucket`);
+    (4) the longest accepted prefix is kept and the cache compacted to it, moving the kept
+    positions to the front only when they are not there already (the first beam's are).
+    A plain step is `generate_ar`'s: one token forward, queued before the previous token is
+    read when the step before was plain too.
+
+    Each step's work is built lazily before the previous step is read, so the one host read
+    per step fetches the previous step's tokens (and its accepted path) together with the
+    next tree's packed length. Tokens emitted by plain steps are told to the drafter and the
+    lookup's text when drafting resumes. Same interface and cache contract as `generate_ar`;
+    `context` holds the tokens before `prompt` that the cache already has (earlier turns),
+    for the lookup and stateful drafters.
     """
-    shape, adapt, lookup, longest = plan.shape, plan.adapt, plan.lookup, plan.longest
-    if adapt is not None:
-        adapt.reset()
+    control, lookup, longest = plan.control, plan.lookup, plan.longest
+    if control is not None:
+        control.reset()
     sampler = sampler or make_greedy_or_sampler()
     cache = cache if cache is not None else model.make_cache()
     timer = timer or PhaseTimer()
@@ -185,77 +210,121 @@ def generate_redrafter(
     # The lookup's context; without the lookup an empty buffer keeps the draft's inputs uniform.
     text = TextBuffer([*context, *prompt], max_tokens + 2 * longest.beam_length) if lookup else TextBuffer([], 1)
     draft_fns: dict[TreeShape, DraftFn] = {}
+    traced: set[TreeShape] = set()  # phases traced since the last read: that interval is not timed
+    untold: list[int] = []  # emitted tokens the drafter and the text were not told yet (plain steps)
+    untold_features: list[mx.array] = []
 
-    def draft(hidden: mx.array, token: mx.array, emitted: mx.array, features: mx.array, count: mx.array):
-        """The next tree, once emitted[:count] (lazy; `token` is emitted[count - 1]) joins the
-        text; features[j]: the LLM hidden state that predicted emitted[j]."""
-        tree = adapt.choose() if adapt is not None else shape
+    def next_token(hidden: mx.array) -> mx.array:
+        return sampler(sampler_scores(sampler, model.logits(hidden))).astype(mx.int32).reshape(())
+
+    def plain(token: mx.array) -> Unread:
+        """A plain step: `token` joins the cache, and the LLM's next token follows it."""
+        hidden = model(token.reshape(1, 1), cache)[0, -1]
+        cache.commit(1)
+        tokens = next_token(hidden)[None]
+        mx.async_eval(tokens)  # the array the host reads: computed ahead of any later step
+        timer.mark("plain", tokens)
+        return Unread(tokens, hidden[None], mx.array(1, mx.int32), tokens[0], hidden)
+
+    def draft(tree: TreeShape, step: Unread) -> tuple[mx.array, TreeLayout]:
+        """The tree after `step`, once the untold tokens and step's (lazy) ones join the text."""
         if tree not in draft_fns:
-            draft_fns[tree] = make_draft_fn(session, model.embedding, tree, draft_top_k=plan.draft_top_k, lookup=lookup)
-        session.stage(emitted, features, count)
+            kept = plan.phases.get(tree)
+            if kept is None or kept[0] is not session:  # traced afresh
+                fn = make_draft_fn(session, model.embedding, tree, draft_top_k=plan.draft_top_k, lookup=lookup)
+                kept = (session, fn)
+                traced.add(tree)
+                if not session.stateful:  # a stateful session lives one generation
+                    plan.phases[tree] = kept
+            draft_fns[tree] = kept[1]
+        tokens, features, count = step.tokens, step.features, step.count
+        if untold:
+            tokens = mx.concatenate([mx.array(untold, mx.int32), tokens])
+            features = mx.concatenate([*untold_features, features])
+            count = count + len(untold)
+        session.stage(tokens, features, count)
         if lookup:
-            text.stage(emitted)
-        beams, layout = draft_fns[tree](hidden, token, text.tokens, mx.array([text.length], mx.int32) + count)
+            text.stage(tokens)
+        beams, layout = draft_fns[tree](step.hidden, step.token, text.tokens, text.length + count[None])
         timer.mark("draft", beams, layout.unpack_index)
-        return tree, beams, layout
+        return beams, layout
+
+    def verify(tree: TreeShape, beams: mx.array, layout: TreeLayout, count: int) -> Unread:
+        """A tree step: the packed tree verified in one forward pass, and the accepted beam."""
+        packed = pack(beams, layout, padded[count])
+        timer.mark("pack", packed.tokens, packed.mask)
+        positions = (packed.depth + cache.length)[None]
+        block = model(packed.tokens[None], cache, positions, verify_mask(packed.mask, cache.length))[0]
+        scores = sampler_scores(sampler, model.logits(block))
+        timer.mark("verify", scores)
+        r = accept(beams, layout.unpack_index, scores, sampler)
+        timer.mark("accept", r.emitted)
+        features, hidden = block[r.path], block[r.next_index]
+        return Unread(r.emitted, features, r.accepted + 1, r.next_token, hidden, tree, r.accepted, r.path, count)
 
     try:
         tic = time.perf_counter()
         timer.start()
         prompt_hidden = prefill(model, mx.array(prompt, mx.uint32), cache)
-        hidden = prompt_hidden[-1]
-        token = sampler(sampler_scores(sampler, model.logits(hidden))).astype(mx.int32).reshape(())
-        timer.mark("prefill", token)
+        first = next_token(prompt_hidden[-1])
+        timer.mark("prefill", first)
         session = drafter.open(model, [*context, *prompt], prompt_hidden)
-        tree, beams, layout = draft(hidden, token, token[None], hidden[None], mx.array(1))
-        first, count = mx.stack([token, layout.count]).tolist()
-        stats.prompt_time = time.perf_counter() - tic
-        tic = time.perf_counter()
-        if first in eos_ids:
-            stats.finish_reason = "stop"
-            return
-        stats.num_tokens = 1
-        session.commit(1)
-        text.commit(1)
-        yield Step([first], stats)
-        while stats.num_tokens < max_tokens:
-            packed = pack(beams, layout, padded[count])
-            timer.mark("pack", packed.tokens, packed.mask)
-            positions = (packed.depth + cache.length)[None]
-            block = model(packed.tokens[None], cache, positions, verify_mask(packed.mask, cache.length))[0]
-            scores = sampler_scores(sampler, model.logits(block))
-            timer.mark("verify", scores)
-            result = accept(beams, layout.unpack_index, scores, sampler)
-            timer.mark("accept", result.emitted)
-            verified = tree
-            tree, beams, layout = draft(
-                block[result.next_index], result.next_token, result.emitted, block[result.path], result.accepted + 1
-            )
-            stats.verified_tokens.append(count)
-            stats.tree_cells.append(verified.beam_width * verified.beam_length)
-            accepted, *read, count = mx.concatenate(
-                [result.accepted[None], result.emitted, result.path, layout.count[None]]
-            ).tolist()
-            emitted, path = read[: verified.beam_length], read[verified.beam_length :]
-            kept = path[: accepted + 1]  # packed positions of the tokens the cache keeps
-            if kept != list(range(accepted + 1)):  # not already in front (the first beam's are)
-                cache.gather_pending(mx.array(kept, mx.int32))
-            timer.mark("cache", *cache.state())
-            cache.commit(accepted + 1)
-            session.commit(accepted + 1)
-            text.commit(accepted + 1)
-            if adapt is not None:
-                adapt.observe(verified, accepted)
-            stats.accepted_per_step.append(accepted + 1)
-            new, stop = answer_part(emitted[: accepted + 1], eos_ids, max_tokens - stats.num_tokens)
+        step = Unread(first[None], prompt_hidden[-1:], mx.array(1, mx.int32), first, prompt_hidden[-1])
+        read_at = None
+        while True:
+            # Build the next step before reading this one: a tree's draft, or a plain step
+            # when the cache already holds everything but this step's token.
+            final = stats.num_tokens + 1 >= max_tokens  # this step fills the answer
+            option = None if final else (control.choose() if control is not None else plan.shape)
+            upcoming = beams = layout = None
+            traced.clear()
+            if option is not None:
+                beams, layout = draft(option, step)
+            elif not final and step.tree is None:
+                upcoming = plain(step.token)
+            reads = [*step.reads(), *([layout.count[None]] if layout else [])]
+            values = (reads[0] if len(reads) == 1 else mx.concatenate(reads)).tolist()
+            now = time.perf_counter()
+            if step.tree is None:
+                kept, tokens = 1, values[:1]
+            else:
+                accepted, length = values[0], step.tree.beam_length
+                kept, tokens, path = accepted + 1, values[1 : 1 + length], values[1 + length : 1 + 2 * length]
+                if path[:kept] != list(range(kept)):  # the kept positions are not in front already
+                    cache.gather_pending(mx.array(path[:kept], mx.int32))
+                timer.mark("cache", *cache.state())
+                cache.commit(kept)
+                stats.verified_tokens.append(step.packed)
+                stats.tree_cells.append(step.tree.beam_width * length)
+            if read_at is None:  # the prefill's token
+                stats.prompt_time, tic = now - tic, now
+            else:
+                stats.accepted_per_step.append(kept)
+                if control is not None:
+                    control.observe(step.tree, kept - 1, None if traced else now - read_at, step.packed, option)
+            read_at = now
+            if option is not None:  # the drafter and the text were told these (staged)
+                session.commit(len(untold) + kept)
+                text.commit(len(untold) + kept)
+                untold.clear()
+                untold_features.clear()
+            else:
+                untold.extend(tokens[:kept])
+                untold_features.append(step.features[:kept])
+            new, stop = answer_part(tokens[:kept], eos_ids, max_tokens - stats.num_tokens)
             if stop:
                 stats.finish_reason = "stop"
             stats.num_tokens += len(new)
-            stats.generation_time = time.perf_counter() - tic
+            if stats.steps:
+                stats.generation_time = now - tic
             if new:
                 yield Step(new, stats)
-            if stop:
+            if stop or stats.num_tokens >= max_tokens:
                 break
+            if option is not None:
+                step = verify(option, beams, layout, values[-1])
+            else:  # after a tree step the cache is compacted only now: no queued step
+                step = upcoming or plain(mx.array(tokens[kept - 1], mx.int32))
     finally:
         stats.phase_times = {k: v - before.get(k, 0.0) for k, v in timer.totals.items()}
         cache.trim(start_length + len(prompt) + max(stats.num_tokens - 1, 0))

@@ -81,16 +81,22 @@ def with_lookup_beam(
     return mx.concatenate([beams[:, :-1], last[:, None]], axis=1)
 
 
+TEXT_BLOCK = 1024
+
+
 class TextBuffer:
     """The decoded text as a (1, N) token buffer that decoding writes without reading it.
 
     A step's emitted tokens are `stage`d (lazily, at the end of the committed text) before
     the host knows how many were accepted, so the next step's lookup can use them with a
-    lazy length; `commit` then moves the committed length past the accepted ones.
+    lazy length; `commit` then moves the committed length past the accepted ones. The
+    buffer holds `room` tokens after `tokens` at least, padded to a multiple of `TEXT_BLOCK`
+    so that the compiled draft phase, which traces once per buffer size, traces rarely.
     """
 
     def __init__(self, tokens: list[int], room: int):
-        self.tokens = mx.array(tokens + [0] * room, mx.int32)[None]
+        size = -(-(len(tokens) + room) // TEXT_BLOCK) * TEXT_BLOCK
+        self.tokens = mx.array(tokens + [0] * (size - len(tokens)), mx.int32)[None]
         self.length = len(tokens)
 
     def stage(self, tokens: mx.array) -> None:

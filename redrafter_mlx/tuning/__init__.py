@@ -1,7 +1,6 @@
-"""Tuning: measured costs (`calibration.py`), the adaptive beam length (`adaptive.py`) and
-the drafting plan built from them (`plan.py`)."""
+"""Tuning: measured costs (`calibration.py`), the per-step choice of tree or plain step
+(`controller.py`) and the drafting plan built from them (`plan.py`)."""
 
-from .adaptive import AdaptiveLength, geometric_drafts, geometric_rate
 from .calibration import (
     CACHE_ENV,
     CALIBRATION_FILE,
@@ -14,16 +13,17 @@ from .calibration import (
     read_calibration,
     write_calibration,
 )
+from .controller import StepController, geometric_drafts, geometric_rate
 from .plan import FALLBACK_SHAPE, DraftPlan, plan_drafting, resolve_shape
 
 __all__ = [
-    "AdaptiveLength",
     "CACHE_ENV",
     "CALIBRATION_FILE",
     "Calibration",
     "DraftPlan",
     "FALLBACK_SHAPE",
     "ShapeCost",
+    "StepController",
     "cache_dir",
     "calibration_dir",
     "calibration_path",

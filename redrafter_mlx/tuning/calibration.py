@@ -68,7 +68,8 @@ class Calibration:
         """padded_length(c) for c = 0..limit: decoding's `verify_lengths`."""
         return [self.padded_length(max(c, 1)) for c in range(limit + 1)]
 
-    def _verify(self, count: int) -> float:
+    def verify_ms_at(self, count: int) -> float:
+        """A verify pass of a tree of `count` unique tokens, padded as decoding pads it."""
         p = self.padded_length(count)
         if p in self.verify_ms:
             return self.verify_ms[p]
@@ -79,8 +80,12 @@ class Calibration:
         """Expected time of one step: draft, verify at the replayed packed lengths, overhead."""
         cost = self.shapes[shape]
         steps = sum(cost.packed.values()) or 1
-        verify = sum(n * self._verify(count) for count, n in cost.packed.items()) / steps
+        verify = sum(n * self.verify_ms_at(count) for count, n in cost.packed.items()) / steps
         return cost.draft_ms + verify + self.overhead_ms
+
+    def step_ms_at(self, shape: TreeShape, packed: int) -> float:
+        """Expected time of one step of `shape` whose tree had `packed` unique tokens."""
+        return self.shapes[shape].draft_ms + self.verify_ms_at(packed) + self.overhead_ms
 
     def expected_tokens_per_s(self, shape: TreeShape) -> float:
         return 1e3 * self.shapes[shape].tokens_per_step / self.step_ms(shape)

@@ -9,13 +9,13 @@ every step (what tests and fixed-tree callers use).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..drafting import TreeShape
+from ..drafting import DraftFn, TreeShape
 from ..drafting.beam_search import DRAFT_TOP_K
-from .adaptive import AdaptiveLength
 from .calibration import Calibration, find_calibration
+from .controller import StepController
 
 # Used where no calibration exists: the paper's search (S = W), whose drafting cost is
 # W beams whatever the drafter's head costs (a wider search pays only with a cheap head,
@@ -42,8 +42,8 @@ def resolve_shape(
 class DraftPlan:
     """How a generation drafts (`decoding.generate_redrafter` takes it whole).
 
-    `shape`: the tree every step drafts, or the first one when `adapt` chooses each step's
-    length (`AdaptiveLength`, which must start at `shape`). `verify_lengths[c]`: the length
+    `shape`: the tree every step drafts, or the first one when `control` chooses each step's
+    tree or a plain step (`StepController`, which must start at `shape`). `verify_lengths[c]`: the length
     a tree of c unique tokens is padded to for the verify pass, up to the longest tree (a
     calibration's cheapest length >= c); None: `tree_attention.bucket`. `draft_top_k`: the
     beam search's top-k warp (not the sampler's top-k). `lookup`: a copy of what followed
@@ -53,13 +53,16 @@ class DraftPlan:
     shape: TreeShape = FALLBACK_SHAPE
     verify_lengths: Sequence[int] | None = None
     calibration: Calibration | None = None  # what the plan was chosen from, if anything
-    adapt: AdaptiveLength | None = None
+    control: StepController | None = None
     draft_top_k: int = DRAFT_TOP_K
     lookup: bool = True
+    # Compiled draft phases of a stateless drafter, kept from one generation to the next
+    # (they capture its weights: a changed drafter needs a new plan).
+    phases: dict[TreeShape, tuple[object, DraftFn]] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.adapt is not None and self.adapt.start != self.shape:
-            raise ValueError(f"the length policy starts at {self.adapt.start}, the plan at {self.shape}")
+        if self.control is not None and self.control.start != self.shape:
+            raise ValueError(f"the controller starts at {self.control.start}, the plan at {self.shape}")
         limit = self.longest.max_packed
         if self.verify_lengths and len(self.verify_lengths) <= limit:
             raise ValueError(
@@ -68,8 +71,8 @@ class DraftPlan:
 
     @property
     def longest(self) -> TreeShape:
-        """The deepest tree a step may draft: the policy's longest, else `shape`."""
-        return self.adapt.longest if self.adapt is not None else self.shape
+        """The deepest tree a step may draft: the controller's longest, else `shape`."""
+        return self.control.longest if self.control is not None else self.shape
 
     @property
     def expected_tokens_per_s(self) -> float | None:
@@ -89,16 +92,22 @@ def plan_drafting(
     search_width: int | None = None,
     adaptive: bool = True,
     lookup: bool = True,
+    max_beam_length: int | None = None,
 ) -> DraftPlan:
     """The shape (explicit values win, `resolve_shape`) and padding for this (model,
-    drafter, device, dtype), from its calibration when one exists; with `adaptive` and no
-    explicit beam length, the length then follows the acceptance (`AdaptiveLength`)."""
+    drafter, device, dtype), from its calibration when one exists. With `adaptive` and no
+    explicit beam length, a `StepController` then chooses each step's length, or a plain step
+    where drafting does not pay (from the calibration's costs, else from timing the steps).
+    `max_beam_length`: the deepest beam the drafter drafts (None: any)."""
     calibration = find_calibration(model_source, drafter_source, device, dtype)
     shape = resolve_shape(calibration, beam_width, beam_length, search_width)
+    if max_beam_length and shape.beam_length > max_beam_length:  # an auto shape deeper than it drafts
+        shape = replace(shape, beam_length=max_beam_length)
+    control = None
+    if adaptive and beam_length is None:
+        known = calibration if calibration is not None and shape in calibration.shapes else None
+        control = StepController(known, shape, max_beam_length=max_beam_length)
     if calibration is None:
-        return DraftPlan(shape, lookup=lookup)
-    adapt = None
-    if adaptive and beam_length is None and shape in calibration.shapes:
-        adapt = AdaptiveLength(calibration, shape)
-    longest = adapt.longest if adapt else shape
-    return DraftPlan(shape, calibration.verify_lengths(longest.max_packed), calibration, adapt, lookup=lookup)
+        return DraftPlan(shape, control=control, lookup=lookup)
+    longest = control.longest if control else shape
+    return DraftPlan(shape, calibration.verify_lengths(longest.max_packed), calibration, control, lookup=lookup)
