@@ -39,6 +39,10 @@ from .calibration import Calibration
 PROBE_BUDGET = 0.02  # the share of decoding time probing the losing kind may cost, at most
 PROBE_STEPS = 3  # a probe that times a kind runs it this many steps: the middle one is timed in a run
 SWITCH_MARGIN = 0.05  # the other kind takes over when its expected speed is this much higher
+# Switching from trees to plain steps and back costs about this share of a plain step besides
+# the steps themselves (measured on a 2-core CPU: a tree then 5 plain steps, repeated, against
+# each kind alone; the first plain step after a tree cannot be queued ahead).
+SWITCH_COST = 0.15
 MIN_PROBE_INTERVAL = 2  # steps between probes, at least
 MAX_PROBE_INTERVAL = 64
 UNCALIBRATED_RATE = 0.5  # q0 where no calibration says what the drafter accepts
@@ -198,12 +202,13 @@ class StepController:
 
     def probe_interval(self, tree: bool) -> int:
         """Steps of the `tree` kind between probes of the other: a probe step loses the time
-        its tokens would have taken at the best option's speed; the probes' loss over the
-        interval is the budget."""
+        its tokens would have taken at the best option's speed, and the switches cost
+        `SWITCH_COST`; the probes' loss over the interval is the budget."""
         best, probe = self.best(tree), self.best(not tree)
         best_ms, probe_ms = self.ms(best), self.ms(probe)
         steps = 1 if probe is not None and self.factor(True) is not None else PROBE_STEPS
-        loss = steps * (probe_ms - self.tokens(probe) * best_ms / self.tokens(best))
+        switches = SWITCH_COST * self.ms(None)  # there and back
+        loss = steps * (probe_ms - self.tokens(probe) * best_ms / self.tokens(best)) + switches
         steps = math.ceil(loss / (PROBE_BUDGET * best_ms)) if loss > 0 else MIN_PROBE_INTERVAL
         return min(max(steps, MIN_PROBE_INTERVAL), MAX_PROBE_INTERVAL)
 
