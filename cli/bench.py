@@ -150,7 +150,7 @@ def bench(
     )
     about = runtime.describe(pipeline.dtype)
     if compared is not None:
-        return compare_trees(pipeline, prompts, compared, options, json_out)
+        return compare_trees(pipeline, prompts, compared, options, json_out, rounds)
     if drafters is not None:
         return compare_drafters(pipeline, prompts, parse_list(drafters, "--drafters"), options, json_out, skip_mlx_lm)
     found = plan(pipeline, options)
@@ -222,7 +222,7 @@ def show(report: dict) -> None:
             "yes" if m["identical_to_ar"] else "NO",
         )
     Console().print(table)
-    spread = report["per_prompt"]
+    spread = report["methods"][-1]["per_prompt"]
     Console().print(
         f"ReDrafter / our AR, prompt by prompt ({report['prompts']} prompts, {report['rounds']} round(s), "
         f"medians): worst {spread['worst']:.2f}x, median {spread['median']:.2f}x, mean {spread['mean']:.2f}x; "

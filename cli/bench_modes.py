@@ -44,7 +44,7 @@ def parse_trees(text: str) -> list[str | tuple[int, int, int]]:
 
 
 def compare_trees(
-    pipeline: Pipeline, prompts: list[list[int]], trees: list, options: DecodingOptions, json_out: bool
+    pipeline: Pipeline, prompts: list[list[int]], trees: list, options: DecodingOptions, json_out: bool, rounds: int = 1
 ) -> None:
     """Our AR and ReDrafter with each tree on the same prompts, interleaved, with the
     calibration's expected speed beside the measured one."""
@@ -65,21 +65,24 @@ def compare_trees(
     console.print(
         f"[dim]{runtime.describe(pipeline.dtype)}; {len(prompts)} prompts, {max_tokens} max tokens, interleaved[/dim]"
     )
-    results = runner.run_interleaved(prompts, decoders)
-    report = summarise(results) | {"prompts": len(prompts), "max_tokens": max_tokens}
+    results = runner.run_interleaved(prompts, decoders, rounds)
+    report = summarise(results) | {"prompts": len(prompts), "rounds": rounds, "max_tokens": max_tokens}
     for entry in report["methods"][1:]:
         entry["expected_tokens_per_s"] = plans[entry["name"]].expected_tokens_per_s
     if json_out:
         return print_json(report)
     table = Table(title=f"trees, interleaved ({len(prompts)} prompts)")
-    for column in ("method", "tokens/s", "x AR", "expected tok/s", "tokens/step", "steps", "same as AR"):
+    columns = ("method", "tokens/s", "x AR", "worst / median prompt", "expected tok/s", "tokens/step", "steps", "same")
+    for column in columns:
         table.add_column(column, justify="left" if column == "method" else "right")
     for m in report["methods"]:
         expected = m.get("expected_tokens_per_s")
+        spread = m.get("per_prompt")
         table.add_row(
             m["name"],
             f"{m['tokens_per_s']:.2f}",
             f"{m['speedup_vs_first']:.2f}",
+            f"{spread['worst']:.2f} / {spread['median']:.2f}" if spread else "-",
             f"{expected:.2f}" if expected else "-",
             f"{m['tokens_per_step']:.3f}",
             str(m["steps"]),
@@ -217,7 +220,7 @@ def drafting(shape: TreeShape, lookup: bool) -> str:
 
 
 def summarise(results: list[runner.MethodResult]) -> dict:
-    """Ratios against the first method, identity of outputs with our AR, and the last
+    """Ratios against the first method, identity of outputs with our AR, and each other
     method's speed-up over our AR prompt by prompt (`per_prompt`: worst, median, mean, how
     many prompts lose)."""
     base = results[0].tokens_per_s
@@ -226,13 +229,12 @@ def summarise(results: list[runner.MethodResult]) -> dict:
     for r in results:
         entry = r.summary() | {
             "speedup_vs_first": r.tokens_per_s / base if base else None,
-            "identical_to_ar": r.tokens == ours_ar.tokens,
+            "identical_to_ar": r.same_answers(ours_ar),
         }
+        if r is not ours_ar:
+            entry["per_prompt"] = per_prompt_ratios(r, ours_ar)
         methods.append(entry)
-    report = {"baseline": results[0].name, "methods": methods}
-    if results[-1] is not ours_ar:
-        report["per_prompt"] = per_prompt_ratios(results[-1], ours_ar)
-    return report
+    return {"baseline": results[0].name, "methods": methods}
 
 
 def per_prompt_ratios(method: runner.MethodResult, baseline: runner.MethodResult) -> dict:

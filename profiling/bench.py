@@ -57,6 +57,13 @@ class MethodResult:
     def tokens_per_step(self) -> float:
         return self.accepted / self.steps if self.steps else 1.0
 
+    def same_answers(self, other: MethodResult) -> bool:
+        """Whether every run's tokens equal `other`'s first run of the same prompt."""
+        first: dict[int, list[int]] = {}
+        for (index, *_), tokens in zip(other.runs, other.tokens):
+            first.setdefault(index, tokens)
+        return all(first.get(index) == tokens for (index, *_), tokens in zip(self.runs, self.tokens))
+
     def prompt_tokens_per_s(self) -> list[float]:
         """Each prompt's decode tokens/s, the median over its runs (rounds)."""
         by_prompt: dict[int, list[float]] = {}

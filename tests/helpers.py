@@ -27,7 +27,7 @@ from transformers import PreTrainedTokenizerFast
 from typer.testing import CliRunner
 
 from redrafter_mlx.cli.main import load_commands
-from redrafter_mlx.decoding.loop import GenerationStats, generate_ar
+from redrafter_mlx.decoding import GenerationStats, generate_ar
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.kinds.eagle import Eagle
 from redrafter_mlx.drafting.kinds.medusa import Medusa, MedusaConfig

@@ -34,7 +34,7 @@ from ..sampling import sampler_scores
 from ..tuning.plan import FALLBACK_SHAPE
 from ..verify.acceptance import accept
 from ..verify.tree_attention import TreeLayout, bucket, pack
-from .loop import GenerationStats, answer_part, context_room
+from .steps import GenerationStats, answer_part, context_room
 
 
 @dataclass

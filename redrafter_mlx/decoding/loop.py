@@ -1,24 +1,22 @@
 """Decoding loops: plain autoregressive and ReDrafter, with one interface.
 
 Both are generators yielding `Step`s (the tokens a step produced plus the running
-`GenerationStats`), so the CLI, chat and bench never care which one runs (`decode_steps`
-picks ReDrafter when there is a drafter, drafting as a `tuning.DraftPlan` says). Like mlx-lm's
-`generate_step`, the next forward pass is queued with `mx.async_eval` before the current
-token is read, so Python graph building overlaps compute.
+`GenerationStats`, `steps.py`), so the CLI, chat and bench never care which one runs
+(`decode_steps` picks ReDrafter when there is a drafter, drafting as a `tuning.DraftPlan`
+says). Like mlx-lm's `generate_step`, the next forward pass is queued with `mx.async_eval`
+before the current token is read.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import mlx.core as mx
 
 from ..drafting import DraftFn, TreeDrafter, TreeShape, make_draft_fn
 from ..drafting.lookup import TextBuffer
-from ..errors import InputError
 from ..models.cache import KVCache
 from ..models.llama import Model, prefill
 from ..runtime.timers import PhaseTimer
@@ -26,56 +24,7 @@ from ..sampling import Sampler, make_greedy_or_sampler, sampler_scores
 from ..tuning.plan import DraftPlan
 from ..verify.acceptance import accept
 from ..verify.tree_attention import TreeLayout, bucket, pack, verify_mask
-
-
-@dataclass
-class GenerationStats:
-    """Counters every decoder keeps; `steps` = LLM forward passes after prefill."""
-
-    prompt_tokens: int = 0
-    num_tokens: int = 0
-    prompt_time: float = 0.0
-    generation_time: float = 0.0
-    accepted_per_step: list[int] = field(default_factory=list)
-    verified_tokens: list[int] = field(default_factory=list)  # unique tokens of each verified tree
-    tree_cells: list[int] = field(default_factory=list)  # W * L of each verified tree (L may adapt)
-    phase_times: dict[str, float] = field(default_factory=dict)
-    finish_reason: str = "length"  # "stop" when an EOS token ended generation
-
-    @property
-    def steps(self) -> int:
-        return len(self.accepted_per_step)
-
-    @property
-    def prompt_tps(self) -> float:
-        return self.prompt_tokens / self.prompt_time if self.prompt_time else 0.0
-
-    @property
-    def generation_tps(self) -> float:
-        return self.num_tokens / self.generation_time if self.generation_time else 0.0
-
-    @property
-    def compression(self) -> float | None:
-        """Tree attention's saving: verified tokens / the W * L cells drafted (None: no tree)."""
-        return sum(self.verified_tokens) / sum(self.tree_cells) if self.tree_cells else None
-
-    @property
-    def tokens_per_step(self) -> float:
-        """Tokens produced per forward pass after prefill (AR: 1.0)."""
-        return sum(self.accepted_per_step) / self.steps if self.steps else 1.0
-
-
-@dataclass
-class Step:
-    tokens: list[int]  # tokens this step produced, in order; never an EOS
-    stats: GenerationStats
-
-
-def answer_part(tokens: list[int], eos_ids: set[int] | frozenset[int], room: int) -> tuple[list[int], bool]:
-    """What a step's accepted tokens add to the answer: those before the first EOS, at most
-    `room` of them; and whether an EOS ended the answer."""
-    stop = next((i for i, t in enumerate(tokens) if t in eos_ids), None)
-    return tokens[: len(tokens) if stop is None else stop][:room], stop is not None
+from .steps import GenerationStats, Step, answer_part, context_room
 
 
 def generate_ar(
@@ -328,19 +277,6 @@ def generate_redrafter(
     finally:
         stats.phase_times = {k: v - before.get(k, 0.0) for k, v in timer.totals.items()}
         cache.trim(start_length + len(prompt) + max(stats.num_tokens - 1, 0))
-
-
-def context_room(model: Model, used: int) -> int:
-    """Tokens that still fit in the model's context after `used` tokens (prompt and history)."""
-    limit = model.args.max_position_embeddings
-    if not limit:
-        return sys.maxsize
-    if used >= limit:
-        raise InputError(
-            f"the prompt is {used} tokens, but the model's context holds {limit}: shorten it "
-            f"(or, in chat, /reset the conversation)"
-        )
-    return limit - used
 
 
 def decode_steps(

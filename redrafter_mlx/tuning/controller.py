@@ -10,8 +10,9 @@ best. Both halves are this generation's own:
 - **Tokens.** The calibration says how many drafts each length accepts on average, A(L)
   (replayed). The controller estimates the generation's rate q at which a draft is accepted
   given its parent was (censored geometric maximum likelihood: a step that accepted a of
-  L - 1 drafts counts a successes and one failure unless a = L - 1), exponentially
-  forgotten so it follows the text and started at the calibration's rate q0, and predicts
+  L - 1 drafts counts a successes and one failure unless a = L - 1), forgetting old drafts
+  exponentially (by `decay` per draft judged) so it follows the text, started at the
+  calibration's rate q0 with the weight of `prior_drafts` drafts, and predicts
   A(L) * G(q, L) / G(q0, L) drafts (G: `geometric_drafts`).
 - **Time.** The calibration predicts each step's time; the controller times the steps it
   runs and keeps one measured/predicted factor for trees and one for plain steps, because a
@@ -78,8 +79,8 @@ class StepController:
         calibration: Calibration | None,
         start: TreeShape,
         *,
-        decay: float = 0.8,
-        prior_steps: float = 3.0,
+        decay: float = 0.85,
+        prior_drafts: float = 3.0,
         time_decay: float = 0.7,
         max_beam_length: int | None = None,
     ):
@@ -95,9 +96,10 @@ class StepController:
             self.shapes = sorted(matching, key=lambda s: s.beam_length)
             if start not in self.shapes:
                 raise ValueError(f"{start} is not in the calibration: nothing to choose from")
-        self.start, self.decay, self.prior_steps, self.time_decay = start, decay, prior_steps, time_decay
-        self.prior_rate = geometric_rate(self._prior_drafts(start), start.beam_length) if calibration else None
-        self.prior_rate = self.prior_rate if self.prior_rate is not None else UNCALIBRATED_RATE
+        self.start, self.decay, self.prior_drafts, self.time_decay = start, decay, prior_drafts, time_decay
+        self.prior_rate = UNCALIBRATED_RATE
+        if calibration is not None:
+            self.prior_rate = geometric_rate(self._calibrated_drafts(start), start.beam_length)
         self.reset()
 
     @property
@@ -106,8 +108,8 @@ class StepController:
 
     def reset(self) -> None:
         """Forget the previous generation: the calibration's rate, no timings, no probe due."""
-        self.successes = self.prior_steps * self.prior_rate
-        self.failures = self.prior_steps * (1 - self.prior_rate)
+        self.successes = self.prior_drafts * self.prior_rate
+        self.failures = self.prior_drafts * (1 - self.prior_rate)
         self.timed = {True: [0.0, 0.0], False: [0.0, 0.0]}  # tree? -> decayed sums of measured, predicted ms
         self.run_kind: bool | None = None  # the kind (tree?) the current run of steps exploits
         self.run_steps = 0  # steps since the run began or since its last probe
@@ -116,7 +118,7 @@ class StepController:
 
     # --- the two estimates -------------------------------------------------------------
 
-    def _prior_drafts(self, shape: TreeShape) -> float:
+    def _calibrated_drafts(self, shape: TreeShape) -> float:
         if self.calibration is None:
             return geometric_drafts(self.prior_rate, shape.beam_length)
         return self.calibration.shapes[shape].tokens_per_step - 1
@@ -128,7 +130,7 @@ class StepController:
         rate = self.successes / max(self.successes + self.failures, 1e-9)
         prior = geometric_drafts(self.prior_rate, option.beam_length)
         scale = geometric_drafts(rate, option.beam_length) / prior if prior > 0 else 1.0
-        return 1 + min(self._prior_drafts(option) * scale, option.beam_length - 1)
+        return 1 + min(self._calibrated_drafts(option) * scale, option.beam_length - 1)
 
     def predicted_ms(self, option: Option) -> float:
         """The calibration's time for a step of `option` (1.0 without a calibration: the
@@ -223,8 +225,10 @@ class StepController:
         cannot be queued ahead), which would otherwise be charged to a step."""
         kind = option is not None
         if kind:
-            self.successes = self.decay * self.successes + accepted
-            self.failures = self.decay * self.failures + (accepted < option.beam_length - 1)
+            failed = int(accepted < option.beam_length - 1)
+            forget = self.decay ** (accepted + failed)  # per draft judged: a long run of hits fades as fast
+            self.successes = forget * self.successes + accepted
+            self.failures = forget * self.failures + failed
         steady = self.previous_kind in (None, kind) and kind == (following is not None)
         self.previous_kind = kind
         if seconds is not None and steady:  # decayed sums: an interval's time may land on its neighbour's
