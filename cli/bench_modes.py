@@ -58,7 +58,8 @@ def compare_trees(
             tree_options = replace(options, beam_width=tree[0], beam_length=tree[1], search_width=tree[2])
         found = plan(pipeline, tree_options, quiet=True)
         plans[f"{tree} ({found.shape})" if isinstance(tree, str) else str(found.shape)] = found
-    runner.warm_up(pipeline, options, next(iter(plans.values())))
+    for found in plans.values():
+        runner.warm_up(pipeline, options, found)
     decoders = {"AR (ours)": runner.ours(pipeline.autoregressive(), options)}
     decoders |= {label: runner.ours(pipeline, options, found) for label, found in plans.items()}
     max_tokens = options.max_tokens

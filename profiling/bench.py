@@ -202,10 +202,16 @@ def add_run(result: MethodResult, index: int, ids: list[int], decode: Decoder) -
 
 
 def warm_up(pipeline: Pipeline, options: DecodingOptions, drafting: DraftPlan | None = None) -> None:
-    """One short run of each decoder so one-time costs do not land on the first prompt."""
+    """One short run of each decoder so one-time costs do not land on the first prompt: with
+    a step controller, one per tree it may choose, which traces each one's draft phase into
+    the plan (`DraftPlan.phases`)."""
     ids = pipeline.tokenizer.encode("Hello")
     short = replace(options, max_tokens=8)
-    for each, plan in ((pipeline.autoregressive(), None), (pipeline, drafting)):
+    drafting = drafting or pipeline.plan(options)
+    runs = [(pipeline.autoregressive(), None), (pipeline, drafting)]
+    if drafting is not None and drafting.control is not None:
+        runs += [(pipeline, replace(drafting, shape=shape, control=None)) for shape in drafting.control.shapes]
+    for each, plan in runs:
         for _ in each.steps(ids, short, plan):
             pass
 
