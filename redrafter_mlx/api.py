@@ -14,7 +14,7 @@ The tree (W, L, S) comes from the drafter's calibration unless given, as in the 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import mlx.core as mx
@@ -27,7 +27,7 @@ from .errors import InputError
 from .formats.loading import DEFAULT_MODEL, LoadedModel, shipped_drafter
 from .formats.loading import load as load_model
 from .models.cache import KVCache
-from .options import DecodingOptions
+from .options import TREE_FIELDS, DecodingOptions
 from .prompting import encode_prompt
 from .runtime.timers import PhaseTimer
 from .tuning import DraftPlan, plan_drafting
@@ -35,11 +35,14 @@ from .tuning import DraftPlan, plan_drafting
 
 @dataclass
 class Pipeline:
-    """A loaded LLM with its drafter (None: plain decoding) and the dtype they run in."""
+    """A loaded LLM with its drafter (None: plain decoding) and the dtype they run in. It
+    decodes one answer at a time: its plans (and their compiled draft phases and step
+    controllers) are kept from one answer to the next."""
 
     loaded: LoadedModel
     drafter: TreeDrafter | None
     dtype: mx.Dtype
+    plans: dict[tuple, DraftPlan] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def tokenizer(self):
@@ -60,10 +63,16 @@ class Pipeline:
         return Pipeline(self.loaded, None, self.dtype)
 
     def plan(self, options: DecodingOptions = DecodingOptions()) -> DraftPlan | None:
-        """The drafting plan for this pair on this device (explicit tree fields win); None
-        without a drafter."""
+        """The drafting plan for this pair on this device (explicit tree fields win), made
+        once per set of tree fields; None without a drafter."""
         if self.drafter is None:
             return None
+        key = tuple(getattr(options, name) for name in TREE_FIELDS)
+        if key not in self.plans:
+            self.plans[key] = self._new_plan(options)
+        return self.plans[key]
+
+    def _new_plan(self, options: DecodingOptions) -> DraftPlan:
         limit = self.drafter.max_beam_length
         if limit and options.beam_length and options.beam_length > limit:
             raise InputError(

@@ -55,6 +55,28 @@ def test_options_as_a_type_or_as_keywords_decode_the_same(pipelines):
     assert as_type != generate(redrafter, prompt, DecodingOptions(max_tokens=12), max_tokens=3)  # keywords win
 
 
+def test_a_pipeline_keeps_its_plan_and_compiled_draft_phases_from_one_answer_to_the_next(pipelines):
+    """A second answer traces no draft phase again: the plan, made once per set of tree fields,
+    keeps them (`DraftPlan.phases`); other tree fields get a plan of their own."""
+    from redrafter_mlx.decoding import loop
+
+    redrafter, plain = pipelines
+    options = DecodingOptions(max_tokens=12, beam_length=3)  # one tree: the controller's choice is timed
+    plan = redrafter.plan(options)
+    assert redrafter.plan(DecodingOptions(max_tokens=99, temp=0.5, beam_length=3)) is plan  # not tree fields
+    assert redrafter.plan(DecodingOptions(beam_width=1)) is not plan and plain.plan(options) is None
+    first = generate(redrafter, "Name two oceans.", options)
+    assert plan.phases  # the trees it drafted, compiled
+    made = []
+    original = loop.make_draft_fn
+    loop.make_draft_fn = lambda *args, **kwargs: made.append(args[2]) or original(*args, **kwargs)
+    try:
+        assert generate(redrafter, "Name two oceans.", options) == first
+    finally:
+        loop.make_draft_fn = original
+    assert made == []  # nothing traced again
+
+
 @pytest.mark.parametrize(
     "field, value",
     [
