@@ -221,11 +221,8 @@ def test_bench_runs_all_three_decoders_on_the_same_prompts(tmp_path, write_tiny_
 
     model = write_tiny_folder(tmp_path / "model")
     drafter = save_drafter(random_drafter(49152, 64, tied=True), tmp_path / "drafter")
-    result = invoke_cli(
-        "bench",
-        *("-M", str(model), "-d", str(drafter), "-w", "2", "-l", "3", "-s", "5", "-n", "3", "-m", "12"),
-        *("--rounds", "2", "--json"),
-    )
+    same = ("bench", "-M", str(model), "-d", str(drafter), "-w", "2", "-l", "3", "-s", "5", "-n", "3", "-m", "12")
+    result = invoke_cli(*same, "--rounds", "2", "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout.splitlines()[-1])
     names = [m["name"] for m in report["methods"]]
@@ -243,49 +240,12 @@ def test_bench_runs_all_three_decoders_on_the_same_prompts(tmp_path, write_tiny_
     assert 1.0 <= redrafter["tokens_per_step"] <= 3.0
     assert 0 < redrafter["compression"] <= 1.0
     assert report["methods"][0]["speedup_vs_first"] == 1.0
-    replayed = invoke_cli(
-        "bench",
-        "-M",
-        str(model),
-        "-d",
-        str(drafter),
-        "-w",
-        "2",
-        "-l",
-        "3",
-        "-s",
-        "5",
-        "-n",
-        "3",
-        "-m",
-        "12",
-        "--json",
-        "--replay",
-    )
+    replayed = invoke_cli(*same, "--json", "--replay")
     assert replayed.exit_code == 0, replayed.output
     counted = json.loads(replayed.stdout.splitlines()[-1])
     assert (counted["tokens_per_step"], 2 * counted["steps"]) == (redrafter["tokens_per_step"], redrafter["steps"])
     assert report["lookup"] is counted["lookup"] is True
-    plain = invoke_cli(
-        "bench",
-        "-M",
-        str(model),
-        "-d",
-        str(drafter),
-        "-w",
-        "2",
-        "-l",
-        "3",
-        "-s",
-        "5",
-        "-n",
-        "3",
-        "-m",
-        "12",
-        "--json",
-        "--replay",
-        "--no-lookup",
-    )
+    plain = invoke_cli(*same, "--json", "--replay", "--no-lookup")
     assert json.loads(plain.stdout.splitlines()[-1])["lookup"] is False
 
 

@@ -109,7 +109,7 @@ def generate_redrafter(
     model: Model,
     drafter: TreeDrafter,
     prompt: list[int],
-    plan: DraftPlan = DraftPlan(),
+    plan: DraftPlan | None = None,
     *,
     max_tokens: int = 256,
     sampler: Sampler | None = None,
@@ -119,7 +119,7 @@ def generate_redrafter(
     timer: PhaseTimer | None = None,
 ) -> Iterator[Step]:
     """Speculative decoding (paper Sec. 3.4) with any drafter kind, each step drafting as
-    `plan` says: its one shape (default: `FALLBACK_SHAPE`), or what `plan.control` chooses
+    `plan` says (None: `DraftPlan()`): its one shape (`FALLBACK_SHAPE` by default), or what `plan.control` chooses
     per step (a tree, or no tree, a plain step, where drafting does not pay: `StepController`).
 
     A tree step: (1) the guaranteed token and hidden state come from the previous step;
@@ -143,6 +143,7 @@ def generate_redrafter(
     `context` holds the tokens before `prompt` that the cache already has (earlier turns),
     for the lookup and stateful drafters.
     """
+    plan = plan or DraftPlan()  # a fresh default: a plan keeps the drafter's compiled phases
     control, lookup, longest = plan.control, plan.lookup, plan.longest
     if control is not None:
         control.reset()
@@ -158,8 +159,10 @@ def generate_redrafter(
     before = dict(timer.totals)
     # The lookup's context; without the lookup an empty buffer keeps the draft's inputs uniform.
     text = TextBuffer([*context, *prompt], max_tokens + 2 * longest.beam_length) if lookup else TextBuffer([], 1)
-    draft_fns: dict[TreeShape, DraftFn] = {}
-    traced: set[TreeShape] = set()  # phases traced since the last read: that interval is not timed
+    # Compiled draft phases by tree, with the session they draft for: the plan keeps a
+    # stateless drafter's across generations; a stateful session lives one generation.
+    own_phases: dict[TreeShape, tuple[TreeDrafter, DraftFn]] = {}
+    traced = False  # a phase was traced since the last read: that interval is not timed
     untold: list[int] = []  # emitted tokens the drafter and the text were not told yet (plain steps)
     untold_features: list[mx.array] = []
 
@@ -177,15 +180,14 @@ def generate_redrafter(
 
     def draft(tree: TreeShape, step: Unread) -> tuple[mx.array, TreeLayout]:
         """The tree after `step`, once the untold tokens and step's (lazy) ones join the text."""
-        if tree not in draft_fns:
-            kept = plan.phases.get(tree)
-            if kept is None or kept[0] is not session:  # traced afresh
-                fn = make_draft_fn(session, model.embedding, tree, draft_top_k=plan.draft_top_k, lookup=lookup)
-                kept = (session, fn)
-                traced.add(tree)
-                if not session.stateful:  # a stateful session lives one generation
-                    plan.phases[tree] = kept
-            draft_fns[tree] = kept[1]
+        nonlocal traced
+        phases = own_phases if session.stateful else plan.phases
+        if tree not in phases or phases[tree][0] is not session:
+            phases[tree] = (
+                session,
+                make_draft_fn(session, model.embedding, tree, draft_top_k=plan.draft_top_k, lookup=lookup),
+            )
+            traced = True
         tokens, features, count = step.tokens, step.features, step.count
         if untold:
             tokens = mx.concatenate([mx.array(untold, mx.int32), tokens])
@@ -194,7 +196,7 @@ def generate_redrafter(
         session.stage(tokens, features, count)
         if lookup:
             text.stage(tokens)
-        beams, layout = draft_fns[tree](step.hidden, step.token, text.tokens, text.length + count[None])
+        beams, layout = phases[tree][1](step.hidden, step.token, text.tokens, text.length + count[None])
         timer.mark("draft", beams, layout.unpack_index)
         return beams, layout
 
@@ -226,7 +228,7 @@ def generate_redrafter(
             final = stats.num_tokens + 1 >= max_tokens  # this step fills the answer
             option = None if final else (control.choose() if control is not None else plan.shape)
             upcoming = beams = layout = None
-            traced.clear()
+            traced = False
             if option is not None:
                 beams, layout = draft(option, step)
             elif not final and step.tree is None:
@@ -307,7 +309,7 @@ def decode_steps(
         model,
         drafter,
         prompt,
-        plan or DraftPlan(),
+        plan,
         max_tokens=max_tokens,
         sampler=sampler,
         eos_ids=eos_ids,

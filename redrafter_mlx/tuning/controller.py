@@ -185,32 +185,33 @@ class StepController:
         untimed = [o for o in (self.start, None) if self.ms(o) is None]
         if untimed:  # no calibration: run each kind long enough to time it
             return self._probe(untimed[0])
-        kind = self.run_kind if self.run_kind is not None else self.speed(self.best(True)) >= self.speed(None)
-        if self.speed(self.best(not kind)) > (1 + SWITCH_MARGIN) * self.speed(self.best(kind)):
+        bests = {True: self.best(True), False: None}
+        kind = self.run_kind if self.run_kind is not None else self.speed(bests[True]) >= self.speed(None)
+        if self.speed(bests[not kind]) > (1 + SWITCH_MARGIN) * self.speed(bests[kind]):
             kind, self.run_steps = not kind, 0
         self.run_kind = kind
         self.run_steps += 1
-        if self.run_steps > self.probe_interval(kind):
+        if self.run_steps > self.probe_interval(bests[kind], bests[not kind]):
             self.run_steps = 0
-            return self._probe(self.best(not kind))
-        return self.best(kind)
+            return self._probe(bests[not kind])
+        return bests[kind]
+
+    def probe_steps(self, option: Option) -> int:
+        """How long a probe of `option` runs: PROBE_STEPS, so that the middle step is timed as
+        in a run; one step when only its acceptance is wanted (a tree, once trees are timed)."""
+        return 1 if option is not None and self.factor(True) is not None else PROBE_STEPS
 
     def _probe(self, option: Option) -> Option:
-        """Run `option` for PROBE_STEPS steps, so that the middle one is timed as in a run;
-        for one step when only its acceptance is wanted (a tree, when trees were timed)."""
-        once = option is not None and self.factor(True) is not None
-        self.queued = [] if once else [option] * (PROBE_STEPS - 1)
+        self.queued = [option] * (self.probe_steps(option) - 1)
         return option
 
-    def probe_interval(self, tree: bool) -> int:
-        """Steps of the `tree` kind between probes of the other: a probe step loses the time
-        its tokens would have taken at the best option's speed, and the switches cost
+    def probe_interval(self, best: Option, probe: Option) -> int:
+        """Steps of `best` between probes of `probe` (the other kind's best): a probe step
+        loses the time its tokens would have taken at `best`'s speed, and the switches cost
         `SWITCH_COST`; the probes' loss over the interval is the budget."""
-        best, probe = self.best(tree), self.best(not tree)
         best_ms, probe_ms = self.ms(best), self.ms(probe)
-        steps = 1 if probe is not None and self.factor(True) is not None else PROBE_STEPS
         switches = SWITCH_COST * self.ms(None)  # there and back
-        loss = steps * (probe_ms - self.tokens(probe) * best_ms / self.tokens(best)) + switches
+        loss = self.probe_steps(probe) * (probe_ms - self.tokens(probe) * best_ms / self.tokens(best)) + switches
         steps = math.ceil(loss / (PROBE_BUDGET * best_ms)) if loss > 0 else MIN_PROBE_INTERVAL
         return min(max(steps, MIN_PROBE_INTERVAL), MAX_PROBE_INTERVAL)
 
@@ -221,8 +222,8 @@ class StepController:
         an interval that traced a new compiled phase).
 
         Only a step inside a run of its kind (the step before it, if any, and the one after it
-        of the same kind) is timed: a switch costs time of its own (the first plain step after a tree
-        cannot be queued ahead), which would otherwise be charged to a step."""
+        of the same kind) is timed: a switch costs time of its own (the first plain step after
+        a tree cannot be queued ahead), which would otherwise be charged to a step."""
         kind = option is not None
         if kind:
             failed = int(accepted < option.beam_length - 1)
