@@ -90,8 +90,8 @@ def bench(
         typer.Option(
             "--rounds",
             min=1,
-            help="Decode every prompt this many times with our AR and ReDrafter, interleaved; per-prompt "
-            "speeds are the medians.",
+            help="Decode every prompt this many times with our AR and ReDrafter (or each --trees / --drafters "
+            "entry), interleaved; per-prompt speeds are the medians.",
         ),
     ] = 1,
     profile: Annotated[bool, typer.Option("--profile", help="Per-phase ReDrafter timings (slower).")] = False,
@@ -152,7 +152,9 @@ def bench(
     if compared is not None:
         return compare_trees(pipeline, prompts, compared, options, json_out, rounds)
     if drafters is not None:
-        return compare_drafters(pipeline, prompts, parse_list(drafters, "--drafters"), options, json_out, skip_mlx_lm)
+        return compare_drafters(
+            pipeline, prompts, parse_list(drafters, "--drafters"), options, json_out, skip_mlx_lm, rounds
+        )
     found = plan(pipeline, options)
     shape = found.shape
     if replay_only:
@@ -180,6 +182,7 @@ def bench(
         "beam_width": shape.beam_width,
         "beam_length": shape.beam_length,
         "search_width": shape.search_width,
+        "node_budget": shape.node_budget,
         "lookup": options.lookup,
         "calibrated": found.calibration is not None,
         "adaptive": found.control is not None,
@@ -199,7 +202,8 @@ def bench(
 def show(report: dict) -> None:
     table = Table(
         title=f"redrafter bench ({report['prompts']} prompts, W={report['beam_width']} "
-        f"L={report['beam_length']} S={report['search_width']})"
+        f"L={report['beam_length']} S={report['search_width']}"
+        + (f" N={report['node_budget']})" if report["node_budget"] else ")")
     )
     for column in (
         "method",

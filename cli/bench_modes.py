@@ -24,20 +24,26 @@ from .app import UsageError, console, print_json
 from .options import plan
 
 
-def parse_trees(text: str) -> list[str | tuple[int, int, int]]:
-    """'auto', 'static' or (W, L, S) from 'WxLxS', for each comma-separated item."""
+def parse_trees(text: str) -> list[str | tuple[int, int, int, int]]:
+    """'auto', 'static' or (W, L, S, N) from 'WxLxS' (N = 0: no node budget) or 'WxLxSxN',
+    for each comma-separated item."""
     trees = []
     for item in filter(None, (t.strip() for t in text.split(","))):
         if item in ("auto", "static"):
             trees.append(item)
             continue
         try:
-            width, length, search = (int(x) for x in item.lower().split("x"))
+            sizes = [int(x) for x in item.lower().split("x")]
         except ValueError:
-            raise UsageError(f"--trees: expected auto, static or WxLxS (e.g. 3x5x16), got {item!r}") from None
-        if min(width, length, search) < 1:
-            raise UsageError(f"--trees: W, L and S must be >= 1, got {item!r}")
-        trees.append((width, length, search))
+            sizes = []
+        if len(sizes) not in (3, 4):
+            raise UsageError(
+                f"--trees: expected auto, static, WxLxS or WxLxSxN (e.g. 3x5x16 or 6x6x6x8), got {item!r}"
+            ) from None
+        width, length, search, budget = (*sizes, 0)[:4]
+        if min(width, length, search) < 1 or budget == 1 or budget < 0:
+            raise UsageError(f"--trees: W, L and S must be >= 1 and N >= 2, got {item!r}")
+        trees.append((width, length, search, budget))
     if not trees:
         raise UsageError("--trees: give at least one tree")
     return trees
@@ -52,10 +58,18 @@ def compare_trees(
     for tree in trees:
         if isinstance(tree, str):
             tree_options = replace(
-                options, beam_width=None, beam_length=None, search_width=None, adaptive=tree == "auto"
+                options,
+                beam_width=None,
+                beam_length=None,
+                search_width=None,
+                node_budget=None,
+                adaptive=tree == "auto",
             )
         else:
-            tree_options = replace(options, beam_width=tree[0], beam_length=tree[1], search_width=tree[2])
+            width, length, search, budget = tree
+            tree_options = replace(
+                options, beam_width=width, beam_length=length, search_width=search, node_budget=budget
+            )
         found = plan(pipeline, tree_options, quiet=True)
         plans[f"{tree} ({found.shape})" if isinstance(tree, str) else str(found.shape)] = found
     for found in plans.values():
@@ -106,9 +120,10 @@ def compare_drafters(
     options: DecodingOptions,
     json_out: bool,
     skip_mlx_lm: bool,
+    rounds: int = 1,
 ) -> None:
-    """Every drafter kind through the same verifier on the same prompts, interleaved; mlx-lm
-    AR (and its speculative decoding with each draft LLM) as the peers."""
+    """Every drafter kind through the same verifier on the same prompts, interleaved (`rounds`
+    times); mlx-lm AR (and its speculative decoding with each draft LLM) as the peers."""
     loaded = pipeline.loaded
     entries = {}
     for spec in specs:
@@ -136,8 +151,8 @@ def compare_drafters(
         f"[dim]{runtime.describe(pipeline.dtype)}; {len(prompts)} prompts, {options.max_tokens} max "
         f"tokens, drafters interleaved[/dim]"
     )
-    results += runner.run_interleaved(prompts, decoders)
-    report = summarise(results) | {"prompts": len(prompts), "max_tokens": options.max_tokens}
+    results += runner.run_interleaved(prompts, decoders, rounds)
+    report = summarise(results) | {"prompts": len(prompts), "rounds": rounds, "max_tokens": options.max_tokens}
     if json_out:
         return print_json(report)
     table = Table(title=f"drafters, interleaved ({len(prompts)} prompts)")
@@ -200,6 +215,7 @@ def show_replay(
         "beam_width": shape.beam_width,
         "beam_length": shape.beam_length,
         "search_width": shape.search_width,
+        "node_budget": shape.node_budget,
         "lookup": lookup,
         "prompts": len(prompts),
         "max_tokens": max_tokens,

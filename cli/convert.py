@@ -10,7 +10,7 @@ import typer
 
 from redrafter_mlx import runtime
 from redrafter_mlx.drafting.kinds.rnn import read_config
-from redrafter_mlx.drafting.kinds.rnn_convert import convert_drafter, parameter_count
+from redrafter_mlx.drafting.kinds.rnn_convert import convert_drafter, locate_checkpoint, parameter_count
 from redrafter_mlx.drafting.registry import FORMATS, convert_upstream, detect_format
 from redrafter_mlx.formats.target_llm import head_tokens_for, read_llm_config
 from redrafter_mlx.formats.token_ranking import DEFAULT_CORPUS
@@ -55,7 +55,8 @@ HeadTokensOpt = Annotated[
     typer.Option(
         "--head-tokens",
         min=1,
-        help="Trim the head to the LLM's (-M) K most frequent tokens (in --token-corpus); others are never drafted.",
+        help="Trim the head to the LLM's (-M) K most frequent tokens (in --token-corpus), or a trimmed head to "
+        "its own K best-ranked ones; others are never drafted.",
         show_default=False,
     ),
 ]
@@ -103,14 +104,15 @@ def convert(
         return
     if not quantize and (bits is not None or group_size is not None):
         raise UsageError("--bits / --group-size need -q/--quantize")
-    if head_tokens is not None and model is None:
+    trimmed = head_tokens is not None and read_config(locate_checkpoint(src.expanduser())[0]).token_subset_size
+    if head_tokens is not None and model is None and not trimmed:
         raise UsageError("--head-tokens needs -M/--model: the LLM's tokenizer ranks its tokens")
     if token_corpus is not None and head_tokens is None:
         raise UsageError("--token-corpus needs --head-tokens")
     mx_dtype = runtime.parse_dtype(dtype)
     llm_config = read_llm_config(model) if model else None
     head_token_ids = None
-    if head_tokens is not None:
+    if head_tokens is not None and not trimmed:
         head_token_ids = head_tokens_for(model, llm_config, head_tokens, token_corpus or DEFAULT_CORPUS)
     path = convert_drafter(
         src,
@@ -120,6 +122,7 @@ def convert(
         group_size=group_size or 64,
         llm_config=llm_config,
         head_token_ids=head_token_ids,
+        head_tokens=head_tokens,
         force=force,
     )
     config = read_config(path)

@@ -133,6 +133,17 @@ FLAGS = {
             "drafter probability (at most W: the paper's beam search, all W verified)." + AUTO,
         ),
     ],
+    "node_budget": Annotated[
+        Optional[int],
+        typer.Option(
+            "--node-budget",
+            "-N",
+            min=0,
+            rich_help_panel=PANEL,
+            help="Verify at most N tokens of the W beams: the guaranteed one and the N - 1 drafted prefixes the "
+            "drafter finds likeliest, a tree that follows its confidence (0: every prefix)." + AUTO,
+        ),
+    ],
     "lookup": Annotated[
         bool,
         typer.Option(

@@ -28,7 +28,7 @@ SERVER = "Server"
 
 @app.command()
 @friendly_errors
-@decoding_options(512, "temp", "beam_width", "beam_length", "search_width", "lookup")
+@decoding_options(512, "temp", "beam_width", "beam_length", "search_width", "node_budget", "lookup")
 def serve(
     model: ModelOpt = DEFAULT_MODEL,
     drafter: DrafterOpt = None,

@@ -23,7 +23,7 @@ from .options import DrafterOpt, DTypeOpt, ModelOpt, NumPromptsOpt, PromptsFileO
 
 @app.command()
 @friendly_errors
-@decoding_options(96, "search_width", "lookup")
+@decoding_options(96, "search_width", "node_budget", "lookup")
 def sweep(
     beam_widths: Annotated[str, typer.Option("--beam-widths", help="Comma-separated W values.")] = "1,2,3,4",
     beam_lengths: Annotated[str, typer.Option("--beam-lengths", help="Comma-separated L values.")] = "2,3,4,5",

@@ -14,6 +14,7 @@ from redrafter_mlx import runtime
 from redrafter_mlx.formats.loading import DEFAULT_MODEL
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.profiling.calibrate import (
+    DEFAULT_BUDGETS,
     DEFAULT_LENGTHS,
     DEFAULT_WIDTHS,
     WIDE_SEARCH,
@@ -23,7 +24,7 @@ from redrafter_mlx.profiling.calibrate import (
 )
 from redrafter_mlx.tuning.calibration import Calibration, calibration_path, write_calibration
 
-from .app import app, console, friendly_errors, print_json
+from .app import UsageError, app, console, friendly_errors, print_json
 from .bench import setup
 from .options import DrafterOpt, DTypeOpt, ModelOpt, NumPromptsOpt, PromptsFileOpt, decoding_options, parse_sizes
 
@@ -46,6 +47,13 @@ def tune(
     search_widths: Annotated[
         str, typer.Option("--search-widths", help="S values to try; S <= W is the paper's search.")
     ] = f"1,{WIDE_SEARCH}",
+    node_budgets: Annotated[
+        str,
+        typer.Option(
+            "--node-budgets",
+            help="Node budgets N to try on the widest W's trees (the N likeliest prefixes verified; 0: none).",
+        ),
+    ] = ",".join(map(str, DEFAULT_BUDGETS)),
     num_prompts: NumPromptsOpt = 8,
     prompts_file: PromptsFileOpt = None,
     out: Annotated[
@@ -65,6 +73,7 @@ def tune(
         parse_sizes(beam_widths, "--beam-widths"),
         parse_sizes(beam_lengths, "--beam-lengths"),
         parse_sizes(search_widths, "--search-widths"),
+        parse_budgets(node_budgets),
     )
     pipeline, prompts = setup(model, drafter, dtype, prompts_file, num_prompts, for_tuning=True)
     loaded, draft_model = pipeline.loaded, pipeline.drafter
@@ -94,6 +103,16 @@ def tune(
         return print_json(calibration.to_dict() | {"path": str(path)})
     show(calibration)
     console.print(f"wrote {path}")
+
+
+def parse_budgets(text: str) -> list[int]:
+    """--node-budgets: "0" (or nothing) for none, else integers >= 2."""
+    if text.strip() in ("", "0"):
+        return []
+    budgets = parse_sizes(text, "--node-budgets")
+    if budgets[0] < 2:
+        raise UsageError(f"--node-budgets: a budget holds the guaranteed token and a draft, >= 2; got {text!r}")
+    return budgets
 
 
 def show(calibration: Calibration) -> None:

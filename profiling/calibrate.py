@@ -30,14 +30,24 @@ from .verify_cost import verify_cost
 DEFAULT_WIDTHS = (1, 2, 3, 4, 6)
 DEFAULT_LENGTHS = (2, 3, 4, 5, 6)
 WIDE_SEARCH = 16
+DEFAULT_BUDGETS = (6, 8, 12)
 
 
 def shape_grid(
-    widths: Sequence[int], lengths: Sequence[int], searches: Sequence[int] = (1, WIDE_SEARCH)
+    widths: Sequence[int],
+    lengths: Sequence[int],
+    searches: Sequence[int] = (1, WIDE_SEARCH),
+    budgets: Sequence[int] = (),
 ) -> list[TreeShape]:
-    """Every (W, L, S) of the grid; S <= W becomes S = W (the paper's search)."""
+    """Every (W, L, S) of the grid (S <= W becomes S = W, the paper's search), and for each
+    node budget N the widest W's trees of every L and S that hold more than N tokens, cut to N."""
     shapes = {TreeShape(w, length, max(s, w)) for w, length, s in product(widths, lengths, searches)}
-    return sorted(shapes, key=lambda s: (s.beam_width, s.beam_length, s.search_width))
+    widest = max(widths)
+    for budget, length, s in product(budgets, lengths, searches):
+        shape = TreeShape(widest, length, max(s, widest), budget)
+        if 1 + widest * (length - 1) > budget:
+            shapes.add(shape)
+    return sorted(shapes, key=lambda s: (s.beam_width, s.beam_length, s.search_width, s.node_budget or 0))
 
 
 def time_draft(

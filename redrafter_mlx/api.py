@@ -87,6 +87,7 @@ class Pipeline:
             options.beam_width,
             options.beam_length,
             options.search_width,
+            options.node_budget,
             options.adaptive,
             options.lookup,
             max_beam_length=limit,

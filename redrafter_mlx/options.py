@@ -17,7 +17,7 @@ from .errors import InputError
 from .sampling import Sampler, make_greedy_or_sampler
 
 SAMPLING_FIELDS = ("temp", "top_p", "top_k", "seed")
-TREE_FIELDS = ("beam_width", "beam_length", "search_width", "lookup", "adaptive")
+TREE_FIELDS = ("beam_width", "beam_length", "search_width", "node_budget", "lookup", "adaptive")
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,7 @@ class DecodingOptions:
     beam_width: int | None = None  # W: beams verified per step (None: auto)
     beam_length: int | None = None  # L: tokens per beam incl. the guaranteed one (None: auto)
     search_width: int | None = None  # S: beams the drafter's search keeps (None: auto)
+    node_budget: int | None = None  # N: tokens verified at most, the likeliest prefixes (None: auto; 0: all)
     lookup: bool = True  # a copy of the text's earlier continuation may take the last beam
     adaptive: bool = True  # no beam_length: a `StepController` picks each step's tree, or a plain step
 
@@ -50,6 +51,10 @@ class DecodingOptions:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise InputError(f"{name} must be >= 1, got {value}")
+        if self.node_budget is not None and (self.node_budget < 0 or self.node_budget == 1):
+            raise InputError(
+                f"node budget must be 0 (none) or >= 2 (the guaranteed token and a draft), got {self.node_budget}"
+            )
 
     def sampler(self, key: mx.array | None = None) -> Sampler:
         """Argmax at temp 0, else mlx-lm's top-p/top-k categorical sampler (drawing with

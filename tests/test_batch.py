@@ -82,14 +82,23 @@ DRAFTERS = {
 }
 
 
-# All rows at once, and one row joining every 2 steps (rows join and leave mid-batch).
-CASES = [("shipped", 0), ("shipped", 2), ("random-rnn", 2), ("medusa", 2), ("mlp", 2), ("none", 2)]
+# All rows at once, and one row joining every 2 steps (rows join and leave mid-batch); one
+# budgeted tree (5 of its 10 tokens verified).
+CASES = [
+    ("shipped", 0, TreeShape(3, 4, 8)),
+    ("shipped", 2, TreeShape(3, 4, 8)),
+    ("shipped", 2, TreeShape(3, 4, 8, 5)),
+    ("random-rnn", 2, TreeShape(3, 4, 8)),
+    ("medusa", 2, TreeShape(3, 4, 8)),
+    ("mlp", 2, TreeShape(3, 4, 8)),
+    ("none", 2, TreeShape(3, 4, 8)),
+]
 
 
-@pytest.mark.parametrize("kind, join_every", CASES)
-def test_every_row_decodes_what_greedy_decoding_gives_alone(embedded, references, kind, join_every):
+@pytest.mark.parametrize("kind, join_every, shape", CASES)
+def test_every_row_decodes_what_greedy_decoding_gives_alone(embedded, references, kind, join_every, shape):
     drafter = DRAFTERS[kind](embedded)
-    decoder = BatchDecoder(embedded.model, drafter, TreeShape(3, 4, 8), eos_ids=embedded.tokenizer.eos_token_ids)
+    decoder = BatchDecoder(embedded.model, drafter, shape, eos_ids=embedded.tokenizer.eos_token_ids)
     requests = [Request(ids, DecodingOptions(max_tokens=n)) for ids, n, _, _ in references]
     results = run_batch(decoder, requests, join_every)
     for handle, (_, _, tokens, reason) in enumerate(references):

@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 from mlx.utils import tree_flatten, tree_unflatten
 
-from redrafter_mlx.drafting.beam_search import LOG_0, beam_search, choose_candidates
+from redrafter_mlx.drafting import TreeShape
+from redrafter_mlx.drafting.beam_search import INVALID_TOKEN, LOG_0, beam_search, choose_candidates
 from redrafter_mlx.drafting.kinds.rnn import DrafterConfig, RecurrentDrafter
+from redrafter_mlx.drafting.phase import propose
 
 VOCAB, HIDDEN = 64, 16
 
@@ -268,3 +270,38 @@ def test_search_width_at_most_beam_width_is_the_papers_search():
     for search_width in (1, 3):
         for got, want in zip(run(drafter, embedding, h, 3, 3, 5, search_width=search_width), paper):
             np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("variant", ["rnn", "trimmed"])
+def test_a_node_budget_verifies_the_likeliest_distinct_prefixes(variant):
+    """The budgeted tree is the guaranteed token and the budget - 1 distinct drafted prefixes
+    of highest drafter probability among the reference search's beams, found by listing
+    every prefix; the rest of each beam is INVALID_TOKEN, and what is kept is a tree."""
+    drafter, embedding = random_drafter(21, **VARIANTS[variant])
+    model = NumpyDrafter(drafter, embedding)
+    for seed in range(3):
+        h = np.random.default_rng(seed).normal(0, 1, HIDDEN).astype(np.float32)
+        for width, length, budget in [(4, 5, 6), (6, 4, 9), (3, 6, 2)]:
+            wide, _ = reference_beam_search(model, h, 7, width, length, 50)
+            probs = {}
+            for beam in wide.tolist():
+                for d, p in enumerate(np.exp(prefix_log_probs(model, h, beam))):
+                    probs[tuple(beam[: d + 2])] = p
+            wanted = set(sorted(probs, key=probs.get, reverse=True)[: budget - 1])
+            shape = TreeShape(width, length, width, budget)
+            beams = np.array(propose(drafter, mx.array(embedding), shape, mx.array(h)[None], mx.array([7])))[0]
+            kept = {tuple(b[: d + 2]) for b in beams.tolist() for d in range(length - 1) if b[d + 1] != INVALID_TOKEN}
+            assert kept == wanted, f"{variant} seed={seed} W={width} L={length} N={budget}"
+            valid = beams[:, 1:] != INVALID_TOKEN
+            assert (np.cumprod(valid, axis=1) == valid).all()  # invalid tokens only end beams
+            assert shape.max_packed == budget
+
+
+def test_a_budget_that_covers_the_tree_changes_nothing():
+    drafter, embedding = random_drafter(22, **VARIANTS["rnn"])
+    h = mx.array(np.random.default_rng(5).normal(0, 1, HIDDEN).astype(np.float32))[None]
+    full = propose(drafter, mx.array(embedding), TreeShape(3, 4, 3), h, mx.array([7]))
+    covered = propose(drafter, mx.array(embedding), TreeShape(3, 4, 3, 10), h, mx.array([7]))
+    assert np.array_equal(np.array(full), np.array(covered)) and TreeShape(3, 4, 3, 10).max_packed == 10
+    with pytest.raises(ValueError, match="node budget"):
+        TreeShape(3, 4, 3, 1)

@@ -102,6 +102,7 @@ def test_info_reports_fast_blas_after_reexec():
         (["generate", "-p", "hi", "--mode", "ar", "-M", "vicuna-7b"], 1, "lmsys/vicuna-7b-v1.3"),
         (["generate", "-p", "hi", "-w", "0"], 2, "--beam-width"),
         (["chat", "-s", "0"], 2, "--search-width"),
+        (["generate", "-p", "hi", "-N", "1"], 1, "node budget must be 0 (none) or >= 2"),
         (["generate", "-p", "hi", "--mode", "fast"], 2, "--mode"),
         (["generate", "-p", "hi", "--dtype", "float64", "--mode", "ar"], 2, "--dtype"),
         (["generate", "-p", "hi", "-d", "./no/such/drafter"], 1, "not found"),
@@ -290,6 +291,8 @@ def test_tune_stores_a_calibration_that_the_defaults_then_use(tmp_path, write_ti
         "2,3",
         "--search-widths",
         "1,4",
+        "--node-budgets",
+        "3",
         "-n",
         "2",
         "-m",
@@ -299,8 +302,10 @@ def test_tune_stores_a_calibration_that_the_defaults_then_use(tmp_path, write_ti
     assert result.exit_code == 0, result.output
     tuned = json.loads(result.stdout.splitlines()[-1])
     assert tuned["path"].startswith(str(tmp_path / "cache"))
-    shapes = {(s["beam_width"], s["beam_length"], s["search_width"]) for s in tuned["shapes"]}
-    assert shapes == {(w, length, s) for w in (1, 2) for length in (2, 3) for s in (w, 4)}
+    shapes = {(s["beam_width"], s["beam_length"], s["search_width"], s.get("node_budget")) for s in tuned["shapes"]}
+    # The budget applies to the widest W's trees that hold more than 3 tokens: L = 3 only.
+    budgeted = {(2, 3, 2, 3), (2, 3, 4, 3)}
+    assert shapes == {(w, length, s, None) for w in (1, 2) for length in (2, 3) for s in (w, 4)} | budgeted
     assert set(tuned["verify_ms"]) >= {str(p) for p in range(1, 1 + 2 * 2 + 1)}
     assert all(s["draft_ms"] > 0 and 1.0 <= s["tokens_per_step"] <= s["beam_length"] for s in tuned["shapes"])
     from redrafter_mlx.tuning.calibration import Calibration
@@ -337,14 +342,28 @@ def test_tune_stores_a_calibration_that_the_defaults_then_use(tmp_path, write_ti
     )
     assert (json.loads(explicit.stdout.splitlines()[-1])["beam_width"]) == 1  # explicit values win
     compared = invoke_cli(
-        "bench", "-M", str(model), "-d", str(drafter), "--trees", "auto,static,2x3x4", "-n", "3", "-m", "8", "--json"
+        "bench",
+        "-M",
+        str(model),
+        "-d",
+        str(drafter),
+        "--trees",
+        "auto,static,2x3x4,2x3x4x3",
+        "-n",
+        "3",
+        "-m",
+        "8",
+        "--json",
     )
     assert compared.exit_code == 0, compared.output
     methods = json.loads(compared.stdout.splitlines()[-1])["methods"]
-    assert [m["name"] for m in methods] == ["AR (ours)", f"auto ({best})", f"static ({best})", "W=2 L=3 S=4"]
+    names = ["AR (ours)", f"auto ({best})", f"static ({best})", "W=2 L=3 S=4", "W=2 L=3 S=4 N=3"]
+    assert [m["name"] for m in methods] == names
     assert all(m["identical_to_ar"] and m["num_tokens"] > 0 for m in methods)
     assert methods[3]["expected_tokens_per_s"] > 0  # a calibrated shape: the model's prediction is shown
-    assert_one_line_error(run_redrafter("bench", "--trees", "3x5"), 2, "--trees")
+    assert methods[4]["expected_tokens_per_s"] > 0
+    for bad in ("3x5", "2x3x4x1", "2x3x4x5x6"):
+        assert_one_line_error(run_redrafter("bench", "--trees", bad), 2, "--trees")
 
 
 def test_version_and_info_show_what_is_installed(tmp_path):

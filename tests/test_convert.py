@@ -434,17 +434,27 @@ def test_bad_head_tokens_are_one_line_errors_and_write_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_an_already_trimmed_head_is_not_trimmed_again(tmp_path, reference_folder, ranked_llm):
-    llm, corpus, _ = ranked_llm
-    trimmed = convert_drafter(
-        reference_folder, tmp_path / "trimmed", dtype=mx.float32, head_token_ids=np.arange(60, dtype=np.int32)
-    )
+def test_a_trimmed_head_keeps_its_own_best_ranked_tokens_when_trimmed_again(tmp_path, reference, reference_folder):
+    """A trimmed head's token ids are best first, so trimming it further keeps the first K
+    (no LLM needed to rank them): its rows and its drafts are the reference's over those K."""
+    ranking = np.random.default_rng(3).permutation(96)[:60].astype(np.int32)
+    trimmed = convert_drafter(reference_folder, tmp_path / "trimmed", dtype=mx.float32, head_token_ids=ranking)
     before = (trimmed / "model.safetensors").read_bytes()
-    result = invoke_cli(
-        "convert", trimmed, tmp_path / "again", "-M", llm, "--head-tokens", 50, "--token-corpus", corpus
-    )
-    assert_one_line_error(result, 1, "the drafter's head is already trimmed to 60 tokens")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["trimmed"]
+    result = invoke_cli("convert", trimmed, tmp_path / "again", "--head-tokens", 25)
+    assert result.exit_code == 0, result.output
+    assert "head trimmed to 25 of 96 tokens" in result.output
+    drafter, kept = load_drafter(tmp_path / "again"), ranking[:25]
+    np.testing.assert_array_equal(drafter.token_ids, kept)
+    head = reference.state_dict()[f"lm_head.{LAYERS}.weight"].numpy()
+    np.testing.assert_array_equal(np.array(drafter.lm_head[LAYERS].weight), head[kept])
+    h, _, embedding = random_inputs(3)
+    beams, scores = beam_search(drafter, mx.array(embedding), mx.array(h[0]), mx.array(7), 3, 4, draft_top_k=10)
+    want_beams, want_scores = torch_beam_search(reference, embedding, h[0], 7, 3, 4, top_k=10, kept=kept)
+    np.testing.assert_array_equal(np.array(beams), want_beams)
+    np.testing.assert_allclose(np.array(scores), want_scores, atol=1e-4, rtol=0)
+    wider = invoke_cli("convert", trimmed, tmp_path / "wider", "--head-tokens", 70)
+    assert_one_line_error(wider, 1, "the head is trimmed to 60 tokens; it can keep fewer, not 70")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["again", "trimmed"]
     assert (trimmed / "model.safetensors").read_bytes() == before
 
 

@@ -213,10 +213,17 @@ def test_trim_head_refuses_ids_that_are_not_distinct_vocabulary_ids(ids, message
         trim_head(drafter, np.array(ids))
 
 
-def test_trim_head_refuses_trimmed_and_quantized_heads():
-    trimmed = RecurrentDrafter(DrafterConfig(vocab_size=64, hidden_size=32, num_draft_layers=1, token_subset_size=20))
-    with pytest.raises(ValueError, match="already trimmed to 20 tokens"):
-        trim_head(trimmed, np.arange(10))
+def test_a_trimmed_head_trims_to_some_of_its_own_tokens_and_a_quantized_one_not_at_all():
+    ids = np.random.default_rng(4).permutation(64)[:20].astype(np.int32)
+    config = DrafterConfig(vocab_size=64, hidden_size=32, num_draft_layers=1, token_subset_size=20)
+    trimmed = RecurrentDrafter(config, token_ids=mx.array(ids))
+    narrower = trim_head(trimmed, ids[[3, 0, 7]])
+    np.testing.assert_array_equal(np.array(narrower.token_ids), ids[[3, 0, 7]])
+    h, s, _ = inputs(32)
+    np.testing.assert_allclose(np.array(narrower.logits(h, s)), np.array(trimmed.logits(h, s))[:, [3, 0, 7]], atol=1e-6)
+    outside = np.setdiff1d(np.arange(64), ids)[:2]
+    with pytest.raises(ValueError, match="trimmed to 20 tokens: it can only keep some of those"):
+        trim_head(trimmed, np.concatenate([ids[:2], outside]))
     plain = RecurrentDrafter(DrafterConfig(vocab_size=64, hidden_size=32, num_draft_layers=1))
     quantized = quantize_drafter(plain, 8, 32)
     with pytest.raises(ValueError, match="before quantizing"):

@@ -52,8 +52,9 @@ def test_lookup_draft_matches_the_reference(seed):
 def test_lookup_beam_replaces_only_the_last_beam_and_only_on_a_match():
     beams = mx.array([[[9, 1, 1], [9, 2, 2]], [[4, 3, 3], [4, 5, 5]]], dtype=mx.int32)
     text = mx.array([[9, 7, 8, 9, 0], [1, 2, 3, 4, 0]])  # row 0 ends "9": copy "7 8"; row 1 repeats nothing
-    merged = with_lookup_beam(beams, text, mx.array([4, 4]))
+    merged, found = with_lookup_beam(beams, text, mx.array([4, 4]))
     assert merged.tolist() == [[[9, 1, 1], [9, 7, 8]], [[4, 3, 3], [4, 5, 5]]]
+    assert found.tolist() == [True, False]
 
 
 def test_text_buffer_stages_before_it_commits():

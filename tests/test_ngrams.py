@@ -112,11 +112,11 @@ def test_the_lookup_beam_falls_back_to_the_table_only_where_the_context_has_noth
     # Row 0: "4" never occurred before, so the table's "3 4" -> 5 6 is drafted. Row 1: "4"
     # occurred (followed by 8 9), and the context's copy wins.
     text = mx.array([[7, 3, 4, 0, 0], [4, 8, 9, 3, 4]])
-    merged = with_lookup_beam(beams, text, mx.array([3, 5]), table)
-    assert merged.tolist() == [[[4, 1, 1], [4, 5, 6]], [[4, 1, 1], [4, 8, 9]]]
-    assert with_lookup_beam(beams, text, mx.array([3, 5])).tolist()[0] == beams.tolist()[0]
+    merged, found = with_lookup_beam(beams, text, mx.array([3, 5]), table)
+    assert found.tolist() == [True, True] and merged.tolist() == [[[4, 1, 1], [4, 5, 6]], [[4, 1, 1], [4, 8, 9]]]
+    assert with_lookup_beam(beams, text, mx.array([3, 5]))[0].tolist()[0] == beams.tolist()[0]
     # A single beam is the drafter's best guess: the table does not displace it.
-    alone = with_lookup_beam(beams[:, :1], text, mx.array([3, 5]), table)
+    alone, _ = with_lookup_beam(beams[:, :1], text, mx.array([3, 5]), table)
     assert alone.tolist() == [[[4, 1, 1]], [[4, 8, 9]]]
 
 

@@ -85,6 +85,24 @@ def test_greedy_redrafter_matches_autoregressive_with_the_shipped_drafter(
     assert max(accepted) > 1  # the trained drafter really gets drafts accepted
 
 
+@pytest.mark.parametrize("shape", [TreeShape(4, 5, 4, 6), TreeShape(6, 4, 16, 8), TreeShape(3, 3, 3, 2)])
+def test_greedy_redrafter_with_a_node_budget_matches_autoregressive(embedded, embedded_runs, shape):
+    """Budgeted trees (the likeliest prefixes, the rest of each beam invalid) verify at
+    most N tokens and still decode exactly the greedy answer."""
+    drafter = load_drafter_for(embedded, None)
+    accepted = []
+    for ids, expected, reason in embedded_runs:
+        tokens, stats = collect(
+            generate_redrafter(
+                embedded.model, drafter, ids, DraftPlan(shape), max_tokens=20, eos_ids=embedded.tokenizer.eos_token_ids
+            )
+        )
+        assert tokens == expected and stats.finish_reason == reason
+        assert max(stats.verified_tokens) <= shape.node_budget
+        accepted += stats.accepted_per_step
+    assert max(accepted) > 1
+
+
 def test_the_cache_is_compacted_only_when_the_accepted_beam_is_not_first(embedded, embedded_runs, monkeypatch):
     """The first beam's tokens sit in front of the verified block already: steps that accept
     it (or no draft) skip the gather, the others move their path, and the output stays AR's."""
@@ -278,14 +296,23 @@ def test_at_most_one_host_read_per_step(embedded, monkeypatch, switching):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("temperature,switching", [(1.0, False), (0.7, False), (1.0, True)])
-def test_sampled_redrafter_has_the_llm_distribution(temperature, switching):
-    """Exact with one tree, and with steps switching between trees and plain steps."""
+@pytest.mark.parametrize(
+    "temperature,switching,shape",
+    [
+        (1.0, False, TreeShape(2, 3, 2)),
+        (0.7, False, TreeShape(2, 3, 2)),
+        (1.0, True, TreeShape(2, 3, 2)),
+        (1.0, False, TreeShape(3, 3, 3, 4)),  # a node budget: 3 of the 6 drafted prefixes
+    ],
+)
+def test_sampled_redrafter_has_the_llm_distribution(temperature, switching, shape):
+    """Exact with one tree, with steps switching between trees and plain steps, and with a
+    node budget."""
     probs = exact_sequence_probabilities(temperature)
     drafter = random_drafter(TINY_VOCAB, 32, seed=5)
     n = 1500
     mx.random.seed(1234)
-    plan = scripted_plan(TreeShape(2, 3, 2), plain_share=0.3) if switching else DraftPlan(TreeShape(2, 3, 2))
+    plan = scripted_plan(shape, plain_share=0.3) if switching else DraftPlan(shape)
     counts, accepted_drafts = sample_counts(
         lambda: generate_redrafter(
             TINY,

@@ -133,7 +133,8 @@ def test_learning_rate_warms_up_linearly_then_falls_by_cosine_to_the_floor(total
 
 def test_cli_defaults_train_the_shipped_drafters_architecture(embedded):
     """`redrafter train` with no options builds a drafter whose config.json is the shipped
-    drafter's, field by field."""
+    drafter's, field by field, but for the head: trained over 16,384 tokens and then trimmed to
+    its best 4,096 (`convert --head-tokens 4096`, its model card)."""
     import typer
 
     from redrafter_mlx.cli.main import load_commands
@@ -146,6 +147,7 @@ def test_cli_defaults_train_the_shipped_drafters_architecture(embedded):
     built = train_config(options).drafter_config(embedded.config).to_dict()
     shipped = json.loads((SHIPPED_DRAFTERS[DEFAULT_MODEL] / CONFIG_FILE).read_text())
     assert sorted(built) == sorted(shipped)
+    assert (built.pop("token_subset_size"), shipped.pop("token_subset_size")) == (16384, 4096)
     for name, value in shipped.items():
         assert built[name] == value, name
 

@@ -7,6 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from redrafter_mlx.drafting.beam_search import INVALID_TOKEN
 from redrafter_mlx.verify.tree_attention import bucket, dedup_prefix, pack, tree_layout, verify_mask
 
 from .helpers import random_model, tiny_config
@@ -32,8 +33,9 @@ def reference_prefix_tree(beams: np.ndarray) -> np.ndarray:
 
 
 @st.composite
-def shared_prefix_beams(draw):
-    """Beams that start with one guaranteed token and copy random prefixes of each other."""
+def shared_prefix_beams(draw, cut: bool = False):
+    """Beams that start with one guaranteed token and copy random prefixes of each other;
+    with `cut`, each beam then ends early at random, its rest INVALID_TOKEN (a node budget)."""
     width = draw(st.integers(1, 6))
     length = draw(st.integers(1, 5))
     tokens = st.integers(0, 5)  # few token values: collisions and shared prefixes are common
@@ -48,6 +50,9 @@ def shared_prefix_beams(draw):
     guaranteed = draw(tokens)
     for row in rows:
         row[0] = guaranteed
+        if cut:
+            kept = draw(st.integers(1, length))
+            row[kept:] = [INVALID_TOKEN] * (length - kept)
     return np.array(rows, dtype=np.int32)
 
 
@@ -95,3 +100,29 @@ def test_packed_verification_equals_per_beam_sequential_verification(beams, extr
 
 def test_bucket_rounds_up_and_caps():
     assert [bucket(c, 13) for c in (1, 4, 5, 12, 13)] == [4, 4, 8, 12, 13]
+
+
+@settings(max_examples=40, deadline=None)
+@given(shared_prefix_beams(cut=True), st.integers(0, 2))
+def test_tokens_outside_a_node_budget_are_neither_packed_nor_seen(beams, extra_padding):
+    """Budgeted beams end in INVALID_TOKEN: the packed tree holds exactly their distinct
+    valid prefixes, and its verify pass still equals each beam's own sequential pass."""
+    prefix = [5, 11, 2]
+    width, length = beams.shape
+    layout = tree_layout(mx.array(beams))
+    valid = {tuple(b[: k + 1]) for b in beams.tolist() for k in range(length) if b[k] != INVALID_TOKEN}
+    assert layout.count.item() == len(valid)
+    packed = pack(mx.array(beams), layout, len(valid) + extra_padding)
+    assert INVALID_TOKEN not in packed.tokens.tolist()
+    cache = MODEL.make_cache()
+    MODEL(mx.array([prefix]), cache)
+    cache.commit(len(prefix))
+    hidden = MODEL(
+        packed.tokens[None], cache, (packed.depth + len(prefix))[None], verify_mask(packed.mask, cache.length)
+    )
+    unpacked = MODEL.logits(hidden)[0][layout.unpack_index]
+    for w in range(width):
+        kept = int((beams[w] != INVALID_TOKEN).sum())
+        sequence = mx.array([prefix + beams[w, :kept].tolist()])
+        expected = MODEL.logits(MODEL(sequence, MODEL.make_cache()))[0, len(prefix) :]
+        assert mx.abs(unpacked[w, :kept] - expected).max().item() <= 1e-4

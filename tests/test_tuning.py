@@ -105,3 +105,22 @@ def test_the_users_calibration_is_keyed_by_the_drafters_weights(tmp_path, monkey
     plan = plan_drafting(model, drafter, "gpu", "float16", beam_length=4)
     assert plan.shape == shipped.best(beam_length=4)
     assert plan.verify_lengths == shipped.verify_lengths(plan.shape.max_packed)
+
+
+def test_node_budgets_round_trip_and_are_chosen_like_any_shape(tmp_path):
+    """A calibration stores budgeted shapes beside the others; auto (None) may choose one,
+    0 rules budgets out, and an explicit budget wins."""
+    calibration = cpu_like()
+    budgeted = TreeShape(4, 5, 4, 6)
+    unbudgeted_best = calibration.best()
+    cost = calibration.shapes[TreeShape(4, 5, 4)]
+    # As many tokens per step as the full W=4 L=5 tree, at a 6-token verify: the fastest.
+    calibration.shapes[budgeted] = type(cost)(cost.tokens_per_step, cost.draft_ms, {6: 10})
+    path = write_calibration(tmp_path / "calibration.json", calibration)
+    stored = read_calibration(path, "cpu", "float32")
+    assert stored.shapes == calibration.shapes and budgeted in stored.shapes
+    assert stored.best() == budgeted
+    assert resolve_shape(stored) == budgeted
+    assert resolve_shape(stored, node_budget=0) == unbudgeted_best
+    assert resolve_shape(stored, beam_width=2, node_budget=5).node_budget == 5
+    assert resolve_shape(stored, beam_width=2).node_budget is None  # the best W=2 shape has none

@@ -34,6 +34,12 @@ so it packs a few more tokens). S <= W is the paper's search exactly. Acceptance
 stays exact (greedy and sampled): the candidates are still a deterministic function of the
 context, which is all `acceptance.py` needs.
 
+Node budget, N tokens verified (our extension, EAGLE-2's dynamic tree on ReDrafter's beams):
+`keep_likeliest` keeps the guaranteed token and the N - 1 distinct drafted prefixes of
+highest drafter probability among the W beams, and marks the rest of each beam
+INVALID_TOKEN (packed nowhere, never accepted). The tree's size, hence its verify cost, is
+fixed while its shape follows the drafter: deep where it is sure, wide where it hesitates.
+
 Ties: candidates with equal scores are ordered by `mx.argsort` of the negated scores (lower
 flat index, i.e. lower parent beam, first in MLX 0.32). With real-valued logits exact ties
 are measure-zero, except among filler beams (below), whose tied parents are identical, so
@@ -59,6 +65,7 @@ import mlx.core as mx
 from .seam import TreeDrafter, reorder
 
 LOG_0 = -50000.0  # the reference's log(0): finite, so filler beams still sort and add up
+INVALID_TOKEN = -1  # a beam position outside a budgeted tree: packed nowhere, never accepted
 DRAFT_TOP_K = 50  # the beam search's top-k warp (the reference's default); not the sampler's top-k
 
 
@@ -132,6 +139,44 @@ def choose_candidates(beams: mx.array, history: mx.array, count: int) -> mx.arra
     return mx.stack(picks, axis=-1)
 
 
+def search_beams(
+    drafter: TreeDrafter,
+    embedding: Any,
+    context: mx.array,
+    first: mx.array,
+    beam_width: int,
+    beam_length: int,
+    draft_top_k: int = DRAFT_TOP_K,
+    search_width: int | None = None,
+) -> tuple[mx.array, mx.array]:
+    """`beam_search` of a batch, with every prefix's score: context (B, 1, hidden), first
+    (B, 1) int32 -> beams (B, W, L) int32 and history (B, W, L) float32 (history[..., d]:
+    the summed log-probs of beams[..., :d + 1]; 0 at the guaranteed token)."""
+    if min(beam_width, beam_length, draft_top_k) < 1:
+        raise ValueError(
+            f"need beam_width, beam_length, draft_top_k >= 1, got {beam_width}, {beam_length}, {draft_top_k}"
+        )
+    search_width = max(search_width or 0, beam_width)
+    batch = context.shape[0]
+    beams = mx.broadcast_to(first[:, None, :], (batch, search_width, 1))
+    history = mx.broadcast_to(initial_scores(search_width)[:, None], (batch, search_width, 1))
+    # The start state is (B, 1, ...): the beams are identical until the first selection, so
+    # the first step runs the drafter once; `reorder` broadcasts it to the S beams.
+    state, step = drafter.draft_steps(context, embedding)
+    last_tokens = first
+    for depth in range(beam_length - 1):
+        state, logits = step(state, last_tokens, depth)
+        log_probs, head_ids = top_k_log_probs(logits, draft_top_k)
+        beams, history, parents = _grow(drafter, beams, history, log_probs, head_ids)
+        state = reorder(state, parents)
+        last_tokens = beams[..., -1]
+    if search_width > beam_width:
+        chosen = choose_candidates(beams, history, beam_width)[..., None]
+        beams = mx.take_along_axis(beams, chosen, axis=1)
+        history = mx.take_along_axis(history, chosen, axis=1)
+    return beams, history
+
+
 def beam_search(
     drafter: TreeDrafter,
     embedding: Any,
@@ -155,31 +200,38 @@ def beam_search(
     log-probs (warped to each step's `draft_top_k` likeliest tokens): best first when S = W,
     in the order chosen otherwise.
     """
-    if min(beam_width, beam_length, draft_top_k) < 1:
-        raise ValueError(
-            f"need beam_width, beam_length, draft_top_k >= 1, got {beam_width}, {beam_length}, {draft_top_k}"
-        )
-    search_width = max(search_width or 0, beam_width)
     batched = hidden.ndim == 2
     context = (hidden if batched else hidden[None])[:, None, :]  # (B, 1, hidden)
-    batch = context.shape[0]
-    first = guaranteed_token.reshape(batch, 1).astype(mx.int32)  # (B, 1)
-
-    beams = mx.broadcast_to(first[:, None, :], (batch, search_width, 1))
-    history = mx.broadcast_to(initial_scores(search_width)[:, None], (batch, search_width, 1))
-    # The start state is (B, 1, ...): the beams are identical until the first selection, so
-    # the first step runs the drafter once; `reorder` broadcasts it to the S beams.
-    state, step = drafter.draft_steps(context, embedding)
-    last_tokens = first
-    for depth in range(beam_length - 1):
-        state, logits = step(state, last_tokens, depth)
-        log_probs, head_ids = top_k_log_probs(logits, draft_top_k)
-        beams, history, parents = _grow(drafter, beams, history, log_probs, head_ids)
-        state = reorder(state, parents)
-        last_tokens = beams[..., -1]
-    if search_width > beam_width:
-        chosen = choose_candidates(beams, history, beam_width)[..., None]
-        beams = mx.take_along_axis(beams, chosen, axis=1)
-        history = mx.take_along_axis(history, chosen, axis=1)
+    first = guaranteed_token.reshape(context.shape[0], 1).astype(mx.int32)  # (B, 1)
+    beams, history = search_beams(
+        drafter, embedding, context, first, beam_width, beam_length, draft_top_k, search_width
+    )
     scores = history[..., -1]
     return (beams, scores) if batched else (beams[0], scores[0])
+
+
+def keep_likeliest(beams: mx.array, history: mx.array, budget: int) -> mx.array:
+    """beams (B, W, L) cut to a tree of `budget` nodes at most: the guaranteed token and
+    the budget - 1 likeliest distinct drafted prefixes (by history (B, W, L), each prefix's
+    summed log-prob); every other token becomes INVALID_TOKEN.
+
+    Greedy verification accepts d drafts exactly when the tree holds the answer's next d
+    tokens, so the expected accepted length is the summed probability of the tree's
+    prefixes, and for a budget of nodes the likeliest prefixes maximise it (EAGLE-2's
+    dynamic tree). A prefix is never likelier than its parent (log-probs are <= 0), so the
+    kept set is a tree; a tie that would orphan a prefix drops it (the tree gets smaller,
+    never larger).
+    """
+    batch, width, length = beams.shape
+    drafted = beams[..., 1:]
+    # owner[b, w, d]: the first beam holding the prefix beams[b, w, :d + 2]
+    same = mx.cumprod((drafted[:, :, None] == drafted[:, None]).astype(mx.int32), axis=-1)  # (B, W, W, L-1)
+    owner = mx.argmax(same, axis=2)
+    first = owner == mx.arange(width)[None, :, None]
+    scores = mx.where(first, history[..., 1:], -mx.inf).reshape(batch, -1)
+    rank = mx.argsort(mx.argsort(-scores, axis=-1), axis=-1).reshape(batch, width, length - 1)
+    kept_first = first & (rank < budget - 1)
+    depth = mx.broadcast_to(mx.arange(length - 1)[None, None], owner.shape)
+    kept = mx.take_along_axis(kept_first.reshape(batch, -1), (owner * (length - 1) + depth).reshape(batch, -1), axis=1)
+    kept = mx.cumprod(kept.reshape(owner.shape).astype(mx.int32), axis=-1) > 0  # no orphans
+    return mx.concatenate([beams[..., :1], mx.where(kept, drafted, INVALID_TOKEN)], axis=-1)

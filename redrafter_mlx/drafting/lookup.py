@@ -61,7 +61,7 @@ def lookup_draft(
 
 def with_lookup_beam(
     beams: mx.array, context: mx.array, length: mx.array, ngrams: NgramTable | None = None
-) -> mx.array:
+) -> tuple[mx.array, mx.array]:
     """beams (B, W, L) with the last (least valuable) beam replaced by the guaranteed token
     and the lookup's draft where the context's last n-gram occurred before, or else, with
     `ngrams` and W >= 2, the table's continuation of it (`ngrams.py`).
@@ -71,6 +71,7 @@ def with_lookup_beam(
     the one the drafter valued least; with W = 1 it takes the only beam when it matches,
     which was measured to accept more than the drafter's beam alone (README). The table's
     guess does not: at W = 1 it lowered tokens/step from 1.917 to 1.862 (docs/benchmarks.md).
+    Returns the beams and found (B,) bool: whether the last beam is a copy.
     """
     draft, found = lookup_draft(context, length, beams.shape[-1] - 1)
     if ngrams is not None and beams.shape[1] > 1:
@@ -78,7 +79,7 @@ def with_lookup_beam(
         draft, found = mx.where(found[:, None], draft, usual), found | known
     copied = mx.concatenate([beams[:, -1, :1], draft.astype(beams.dtype)], axis=-1)
     last = mx.where(found[:, None], copied, beams[:, -1])
-    return mx.concatenate([beams[:, :-1], last[:, None]], axis=1)
+    return mx.concatenate([beams[:, :-1], last[:, None]], axis=1), found
 
 
 TEXT_BLOCK = 1024

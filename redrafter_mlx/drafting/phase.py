@@ -9,6 +9,7 @@ buffer's size, so a generation traces it once. Nothing here reads the device.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,11 +25,15 @@ from .seam import TreeDrafter
 @dataclass(frozen=True)
 class TreeShape:
     """The candidate tree a step verifies: W beams of L tokens (the guaranteed one included),
-    chosen among the S beams the drafter's search keeps (S <= W: the paper's search)."""
+    chosen among the S beams the drafter's search keeps (S <= W: the paper's search). With a
+    `node_budget` N, only the N likeliest prefixes of the W beams are verified (the
+    guaranteed token counts as one; `beam_search.keep_likeliest`): a dynamic tree whose
+    size, and so verify cost, is fixed while its shape follows the drafter's confidence."""
 
     beam_width: int
     beam_length: int
     search_width: int
+    node_budget: int | None = None
 
     def __post_init__(self) -> None:
         if min(self.beam_width, self.beam_length, self.search_width) < 1:
@@ -36,14 +41,52 @@ class TreeShape:
                 f"beam width, beam length and search width must be >= 1, got "
                 f"{self.beam_width}, {self.beam_length} and {self.search_width}"
             )
+        if self.node_budget is not None and self.node_budget < 2:
+            raise ValueError(f"a node budget must be >= 2 (the guaranteed token and a draft), got {self.node_budget}")
 
     @property
     def max_packed(self) -> int:
-        """Most tokens the packed tree can hold: the root and W * (L - 1) drafted tokens."""
-        return 1 + self.beam_width * (self.beam_length - 1)
+        """Most tokens the packed tree can hold: the root and W * (L - 1) drafted tokens, or
+        the node budget where that is fewer."""
+        full = 1 + self.beam_width * (self.beam_length - 1)
+        return full if self.node_budget is None else min(full, self.node_budget)
 
     def __str__(self) -> str:
-        return f"W={self.beam_width} L={self.beam_length} S={self.search_width}"
+        budget = "" if self.node_budget is None else f" N={self.node_budget}"
+        return f"W={self.beam_width} L={self.beam_length} S={self.search_width}{budget}"
+
+
+# Where the lookup's copy took the last beam, each of its drafts counts as this log-prob in a
+# node budget (the drafter has no score for it). Replayed on held-out prompts (2026-11-26),
+# probability 0.5 beat 1 (the copy first: it crowds out the drafter's surest tokens), 0.7 and 0.3.
+LOOKUP_LOG_PROB = math.log(0.5)
+
+
+def propose(
+    drafter: TreeDrafter,
+    embedding: Any,
+    shape: TreeShape,
+    hidden: mx.array,
+    token: mx.array,
+    text: mx.array | None = None,
+    length: mx.array | None = None,
+    draft_top_k: int = search.DRAFT_TOP_K,
+) -> mx.array:
+    """The beams (B, W, L) int32 a step verifies: the drafter's search after the LLM's
+    state hidden (B, D) and guaranteed tokens (B,), the last beam replaced by the context
+    lookup's copy where text (B, N), valid up to length (B,), has one (none: no lookup),
+    and cut to the shape's node budget (positions outside it: `search.INVALID_TOKEN`)."""
+    context, first = hidden[:, None, :], token.reshape(-1, 1).astype(mx.int32)
+    beams, history = search.search_beams(
+        drafter, embedding, context, first, shape.beam_width, shape.beam_length, draft_top_k, shape.search_width
+    )
+    if text is not None:
+        beams, found = with_lookup_beam(beams, text, length, drafter.ngrams)
+        copied = LOOKUP_LOG_PROB * mx.arange(shape.beam_length, dtype=mx.float32)
+        history = mx.concatenate([history[:, :-1], mx.where(found[:, None], copied, history[:, -1])[:, None]], axis=1)
+    if shape.node_budget is not None and shape.node_budget < 1 + shape.beam_width * (shape.beam_length - 1):
+        beams = search.keep_likeliest(beams, history, shape.node_budget)
+    return beams
 
 
 # (hidden (B, D), guaranteed tokens (B,), texts (B, N) int32, text lengths (B,) int32)
@@ -77,11 +120,8 @@ def make_batch_draft_fn(
         if drafter is None:
             beams = token.reshape(-1, 1, 1).astype(mx.int32)
         else:
-            beams, _ = search.beam_search(
-                drafter, embedding, hidden, token, shape.beam_width, shape.beam_length, draft_top_k, shape.search_width
-            )
-            if lookup:
-                beams = with_lookup_beam(beams, text, length, drafter.ngrams)
+            looked_up = (text, length) if lookup else (None, None)
+            beams = propose(drafter, embedding, shape, hidden, token, *looked_up, draft_top_k)
         rows = (tree_layout(beams[b]) for b in range(beams.shape[0]))
         layout = TreeLayout.combine(lambda *fields: mx.stack(fields), *rows)
         return beams, layout.unpack_index, layout.owner, layout.count

@@ -24,10 +24,10 @@ import numpy as np
 from mlx import nn
 
 from ..drafting import TreeShape
-from ..drafting.beam_search import DRAFT_TOP_K, beam_search
+from ..drafting.beam_search import DRAFT_TOP_K
 from ..drafting.kinds.llm_embedding import Embedding
 from ..drafting.kinds.rnn import RecurrentDrafter
-from ..drafting.lookup import with_lookup_beam
+from ..drafting.phase import propose
 from ..errors import InputError
 from .distill import generate_with_hidden
 
@@ -60,7 +60,7 @@ def packed_lengths(beams: np.ndarray) -> np.ndarray:
     `tree_attention.tree_layout` counts, in numpy."""
     same = np.cumprod(beams[:, :, None, :] == beams[:, None, :, :], axis=-1)  # (B, W, W, L)
     owner = same.argmax(axis=2)  # smallest beam sharing each prefix
-    return (owner == np.arange(beams.shape[1])[None, :, None]).sum(axis=(1, 2))
+    return ((owner == np.arange(beams.shape[1])[None, :, None]) & (beams >= 0)).sum(axis=(1, 2))
 
 
 def replay(
@@ -101,20 +101,8 @@ def replay(
     while (active := np.nonzero(position < ends)[0]).size:
         hidden = mx.array(np.stack([answers[i][1][position[i]] for i in active]))
         guaranteed = mx.array(np.array([answers[i][0][position[i]] for i in active], dtype=np.int32))
-        beams, _ = beam_search(
-            drafter,
-            embedding,
-            hidden,
-            guaranteed,
-            shape.beam_width,
-            shape.beam_length,
-            draft_top_k,
-            shape.search_width,
-        )
-        if lookup:
-            beams = with_lookup_beam(
-                beams, mx.array(texts[active]), mx.array(offsets[active] + position[active] + 1), drafter.ngrams
-            )
+        looked_up = (mx.array(texts[active]), mx.array(offsets[active] + position[active] + 1)) if lookup else ()
+        beams = propose(drafter, embedding, shape, hidden, guaranteed, *looked_up, draft_top_k=draft_top_k)
         targets = np.zeros((len(active), width), dtype=np.int64)
         lengths = np.zeros(len(active), dtype=np.int64)
         for row, i in enumerate(active):

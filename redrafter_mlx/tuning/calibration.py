@@ -91,11 +91,21 @@ class Calibration:
         return 1e3 * self.shapes[shape].tokens_per_step / self.step_ms(shape)
 
     def best(
-        self, beam_width: int | None = None, beam_length: int | None = None, search_width: int | None = None
+        self,
+        beam_width: int | None = None,
+        beam_length: int | None = None,
+        search_width: int | None = None,
+        node_budget: int | None = None,
     ) -> TreeShape | None:
-        """The fastest measured shape among those matching the given values (None: any)."""
+        """The fastest measured shape among those matching the given values (None: any;
+        node_budget 0: shapes without a budget)."""
         wanted = {"beam_width": beam_width, "beam_length": beam_length, "search_width": search_width}
-        shapes = [s for s in self.shapes if all(v is None or getattr(s, k) == v for k, v in wanted.items())]
+
+        def matches(s: TreeShape) -> bool:
+            budget = node_budget is None or s.node_budget == (node_budget or None)
+            return budget and all(v is None or getattr(s, k) == v for k, v in wanted.items())
+
+        shapes = [s for s in self.shapes if matches(s)]
         return max(shapes, key=self.expected_tokens_per_s, default=None)
 
     def to_dict(self) -> dict:
@@ -110,6 +120,7 @@ class Calibration:
                     "beam_width": s.beam_width,
                     "beam_length": s.beam_length,
                     "search_width": s.search_width,
+                    **({"node_budget": s.node_budget} if s.node_budget else {}),
                     **c.to_dict(),
                 }
                 for s, c in self.shapes.items()
@@ -118,9 +129,10 @@ class Calibration:
 
     @classmethod
     def from_dict(cls, d: dict) -> Calibration:
-        shapes = {
-            TreeShape(e["beam_width"], e["beam_length"], e["search_width"]): ShapeCost.from_dict(e) for e in d["shapes"]
-        }
+        def shape(e: dict) -> TreeShape:
+            return TreeShape(e["beam_width"], e["beam_length"], e["search_width"], e.get("node_budget"))
+
+        shapes = {shape(e): ShapeCost.from_dict(e) for e in d["shapes"]}
         return cls(
             d["device"],
             d["dtype"],

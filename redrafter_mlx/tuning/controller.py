@@ -70,7 +70,7 @@ Option = TreeShape | None  # None: a plain decoding step
 class StepController:
     """Chooses each step's tree, or a plain step (None), from this generation's acceptance
     and timings with the calibration (if any) as the prior: among the calibration's beam
-    lengths of `start`'s width and search width (up to `max_beam_length`), else `start`
+    lengths of `start`'s width, search width and node budget (up to `max_beam_length`), else `start`
     alone. `reset` before each generation; `choose` before each step; `observe` each step's
     outcome once the host has read it."""
 
@@ -88,10 +88,12 @@ class StepController:
         if calibration is None:
             self.shapes = [start]
         else:
-            same = (start.beam_width, start.search_width)
+            same = (start.beam_width, start.search_width, start.node_budget)
             deepest = max_beam_length or math.inf
             matching = (
-                s for s in calibration.shapes if (s.beam_width, s.search_width) == same and s.beam_length <= deepest
+                s
+                for s in calibration.shapes
+                if (s.beam_width, s.search_width, s.node_budget) == same and s.beam_length <= deepest
             )
             self.shapes = sorted(matching, key=lambda s: s.beam_length)
             if start not in self.shapes:

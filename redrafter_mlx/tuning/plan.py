@@ -28,14 +28,19 @@ def resolve_shape(
     beam_width: int | None = None,
     beam_length: int | None = None,
     search_width: int | None = None,
+    node_budget: int | None = None,
 ) -> TreeShape:
     """The tree to decode with: explicit values win; the rest come from the calibration's
-    fastest matching shape, or from FALLBACK_SHAPE when there is none."""
-    chosen = calibration.best(beam_width, beam_length, search_width) if calibration else None
+    fastest matching shape, or from FALLBACK_SHAPE when there is none. node_budget 0: no
+    budget (every prefix of the W beams is verified)."""
+    budget = node_budget or None
+    chosen = calibration.best(beam_width, beam_length, search_width, node_budget) if calibration else None
     if chosen is None:
         chosen = FALLBACK_SHAPE
     width = beam_width or chosen.beam_width
-    return TreeShape(width, beam_length or chosen.beam_length, search_width or max(chosen.search_width, width))
+    if node_budget is None:
+        budget = chosen.node_budget
+    return TreeShape(width, beam_length or chosen.beam_length, search_width or max(chosen.search_width, width), budget)
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,7 @@ def plan_drafting(
     beam_width: int | None = None,
     beam_length: int | None = None,
     search_width: int | None = None,
+    node_budget: int | None = None,
     adaptive: bool = True,
     lookup: bool = True,
     max_beam_length: int | None = None,
@@ -100,7 +106,7 @@ def plan_drafting(
     where drafting does not pay (from the calibration's costs, else from timing the steps).
     `max_beam_length`: the deepest beam the drafter drafts (None: any)."""
     calibration = find_calibration(model_source, drafter_source, device, dtype)
-    shape = resolve_shape(calibration, beam_width, beam_length, search_width)
+    shape = resolve_shape(calibration, beam_width, beam_length, search_width, node_budget)
     if max_beam_length and shape.beam_length > max_beam_length:  # an auto shape deeper than it drafts
         shape = replace(shape, beam_length=max_beam_length)
     control = None

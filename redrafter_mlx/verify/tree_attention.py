@@ -43,13 +43,15 @@ class TreeLayout:
 
 
 def tree_layout(beams: mx.array) -> TreeLayout:
-    """Number the unique prefixes in beam-major order."""
+    """Number the unique prefixes in beam-major order. Tokens < 0 (outside a node budget,
+    `beam_search.keep_likeliest`) are not numbered: their unpack index is 0, the root's."""
     width, length = beams.shape
     owner = dedup_prefix(beams)
-    is_unique = (owner == mx.arange(width, dtype=mx.int32)[:, None]).reshape(-1)
+    is_unique = ((owner == mx.arange(width, dtype=mx.int32)[:, None]) & (beams >= 0)).reshape(-1)
     position = mx.cumsum(is_unique.astype(mx.int32)) - 1  # packed slot of each unique token
     flat_owner = owner * length + mx.arange(length, dtype=mx.int32)[None, :]
-    return TreeLayout(position[flat_owner], owner, is_unique.astype(mx.int32).sum())
+    unpack_index = mx.where(beams >= 0, position[flat_owner], 0)
+    return TreeLayout(unpack_index, owner, is_unique.astype(mx.int32).sum())
 
 
 @dataclass
@@ -62,19 +64,21 @@ class PackedTree:
 def pack(beams: mx.array, layout: TreeLayout, size: int) -> PackedTree:
     """Scatter the unique tokens into `size` slots and build their ancestor mask.
 
-    Duplicated beam tokens scatter identical values to the same slot. Padding slots keep
+    Duplicated beam tokens scatter identical values to the same slot; tokens outside a node
+    budget (< 0) scatter to a slot past the end, which is dropped. Padding slots keep
     token 0 at depth 0 and attend to the root only, so no row of the mask is empty and
     no real token attends to padding.
     """
     width, length = beams.shape
-    slots = layout.unpack_index.reshape(-1)
+    slots = mx.where(beams >= 0, layout.unpack_index, size).reshape(-1)
     depth_wl = mx.broadcast_to(mx.arange(length, dtype=mx.int32)[None], (width, length))
-    tokens = mx.zeros((size,), mx.int32)
-    depth = mx.zeros((size,), mx.int32)
-    owner = mx.zeros((size,), mx.int32)
+    tokens = mx.zeros((size + 1,), mx.int32)
+    depth = mx.zeros((size + 1,), mx.int32)
+    owner = mx.zeros((size + 1,), mx.int32)
     tokens[slots] = beams.reshape(-1).astype(mx.int32)
     depth[slots] = depth_wl.reshape(-1)
     owner[slots] = layout.owner.reshape(-1)
+    tokens, depth, owner = tokens[:size], depth[:size], owner[:size]
     # Column b is an ancestor of row a iff it sits on a's beam at b's depth.
     on_path = layout.unpack_index[owner[:, None], depth[None, :]] == mx.arange(size)[None, :]
     mask = on_path & (depth[None, :] <= depth[:, None])

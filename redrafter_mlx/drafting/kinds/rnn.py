@@ -153,8 +153,10 @@ class RecurrentDrafter(nn.Module, TreeDrafter):
 
     def rebuilt(self, config: DrafterConfig, weights: list[tuple[str, mx.array]]) -> RecurrentDrafter:
         """A drafter of `config` holding `weights` that keeps what travels with this one
-        besides its parameters: the token subset and the n-gram table."""
-        out = RecurrentDrafter(config, self.get("token_ids"))
+        besides its parameters: the token subset (where `config` keeps its size; else
+        `weights` bring the new one) and the n-gram table."""
+        ids = self.get("token_ids")
+        out = RecurrentDrafter(config, ids if ids is not None and ids.size == config.token_subset_size else None)
         out.ngrams, out.source = self.ngrams, self.source
         out.load_weights(weights)
         return out
@@ -269,15 +271,21 @@ def load(path: str | Path, dtype: mx.Dtype = mx.float32) -> RecurrentDrafter:
     weights = {k: v for k, v in read_weights(folder).items() if k not in IGNORED_KEYS}
     drafter = build_drafter(config, weights, folder / WEIGHTS_FILE, dtype)
     drafter.source = folder
+    drafter.ngrams = read_ngrams(folder, config)
+    return drafter
+
+
+def read_ngrams(folder: Path, config: DrafterConfig) -> NgramTable | None:
+    """The n-gram table a drafter folder ships, if any. Raises DrafterLoadError."""
     try:
-        drafter.ngrams = load_ngram_table(folder)
+        table = load_ngram_table(folder)
     except ValueError as err:
         raise DrafterLoadError(str(err)) from None
-    if drafter.ngrams is not None and drafter.ngrams.vocab_size != config.vocab_size:
+    if table is not None and table.vocab_size != config.vocab_size:
         raise DrafterLoadError(
-            f"{folder}: the n-gram table is for vocab {drafter.ngrams.vocab_size}, the drafter for {config.vocab_size}"
+            f"{folder}: the n-gram table is for vocab {table.vocab_size}, the drafter for {config.vocab_size}"
         )
-    return drafter
+    return table
 
 
 def build_drafter(

@@ -27,7 +27,7 @@ from mlx.utils import tree_flatten
 from ...errors import DrafterLoadError, InputError
 from ...formats.checkpoint import check_target, read_checkpoint, save_staged
 from ...formats.target_llm import check_llm_config
-from .rnn import IGNORED_KEYS, DrafterConfig, RecurrentDrafter, build_drafter, read_config, save
+from .rnn import IGNORED_KEYS, DrafterConfig, RecurrentDrafter, build_drafter, read_config, read_ngrams, save
 from .rnn_heads import quantize_drafter, trim_head
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.pt")
@@ -45,10 +45,12 @@ def convert_drafter(
     group_size: int = 64,
     llm_config: dict[str, Any] | None = None,
     head_token_ids: np.ndarray | None = None,
+    head_tokens: int | None = None,
     force: bool = False,
 ) -> Path:
     """Validate SRC against its config.json (and the target LLM's config when given), cast
-    to `dtype`, trim the head to `head_token_ids` (K,) when given (`head_tokens_for`),
+    to `dtype`, trim the head to `head_token_ids` (K,) when given (`head_tokens_for`), or a
+    trimmed head to its own `head_tokens` best-ranked tokens (its token ids are best first),
     optionally quantize to `bits`, and write an MLX drafter folder at OUT.
     Raises InputError (DrafterLoadError, TargetExists...) or FileExistsError with one-line messages."""
     src, out = Path(src).expanduser(), Path(out).expanduser().absolute()
@@ -64,6 +66,14 @@ def convert_drafter(
         check_llm_config(config, llm_config)
     weights = canonical_weights(read_checkpoint(weights_file), weights_file)
     drafter = build_drafter(config, weights, weights_file, dtype)
+    drafter.ngrams = read_ngrams(folder, config)  # an MLX drafter's n-gram table travels with it
+    if head_tokens is not None and drafter.is_trimmed:
+        if head_tokens > config.token_subset_size:
+            raise DrafterLoadError(
+                f"{folder}: the head is trimmed to {config.token_subset_size:,} tokens; "
+                f"it can keep fewer, not {head_tokens:,}"
+            )
+        head_token_ids = np.array(drafter.token_ids)[:head_tokens]
     if head_token_ids is not None:
         try:
             drafter = trim_head(drafter, head_token_ids)

@@ -36,12 +36,11 @@ def trim_head(drafter: RecurrentDrafter, token_ids: np.ndarray) -> RecurrentDraf
     """The same drafter with its head restricted to `token_ids` (K,) vocabulary ids (best
     first): an untied head keeps those rows of its weight, a tied one will score those rows
     of the LLM embedding. The K tokens keep exactly the logits they had; the others can no
-    longer be drafted (verification, hence the output, is unchanged). Trim before quantizing.
-    Raises ValueError for a trimmed or quantized head or ids that are
-    not K distinct vocabulary ids."""
+    longer be drafted (verification, hence the output, is unchanged). A trimmed head can be
+    trimmed further, to some of its own tokens (`narrowest_ids`). Trim before quantizing.
+    Raises ValueError for a quantized head, ids that are not K distinct vocabulary ids, or
+    ids a trimmed head does not score."""
     config = drafter.config
-    if drafter.is_trimmed:
-        raise ValueError(f"the drafter's head is already trimmed to {config.head_size} tokens")
     if config.quantization is not None:
         raise ValueError("trim the head before quantizing the drafter")
     ids = np.asarray(token_ids)
@@ -49,9 +48,21 @@ def trim_head(drafter: RecurrentDrafter, token_ids: np.ndarray) -> RecurrentDraf
         raise ValueError(f"token_ids must be a non-empty 1-D integer array, got shape {ids.shape} {ids.dtype}")
     if ids.min() < 0 or ids.max() >= config.vocab_size or np.unique(ids).size != ids.size:
         raise ValueError(f"token_ids must be distinct ids in [0, {config.vocab_size})")
-    rows = mx.array(ids.astype(np.int32))
+    rows = ids.astype(np.int32)
+    if drafter.is_trimmed:  # rows of the head are positions in its token subset
+        kept = np.array(drafter.token_ids)
+        position = {int(t): i for i, t in enumerate(kept)}
+        if any(int(t) not in position for t in ids):
+            raise ValueError(f"the head is trimmed to {kept.size} tokens: it can only keep some of those")
+        rows = np.array([position[int(t)] for t in ids], dtype=np.int32)
     head = f"lm_head.{config.num_draft_layers}."
-    weights = [(k, v[rows] if k.startswith(head) else v) for k, v in tree_flatten(drafter.parameters())]
-    trimmed = drafter.rebuilt(replace(config, token_subset_size=ids.size), weights + [("token_ids", rows)])
+    weights = [
+        (k, v[mx.array(rows)] if k.startswith(head) else v)
+        for k, v in tree_flatten(drafter.parameters())
+        if k != "token_ids"
+    ]
+    trimmed = drafter.rebuilt(
+        replace(config, token_subset_size=ids.size), weights + [("token_ids", mx.array(ids.astype(np.int32)))]
+    )
     mx.eval(trimmed.parameters())
     return trimmed
