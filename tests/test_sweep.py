@@ -38,3 +38,22 @@ def test_sweep_writes_grid_csv_and_heatmaps_and_resumes(tmp_path, write_tiny_fol
     assert second[:4] == first  # finished cells were kept, not re-measured
     assert {(int(r["beam_width"]), int(r["beam_length"])) for r in second[4:]} == {(3, 2), (3, 3)}
     assert invoke_cli(*common, "--beam-widths", "0,1").exit_code == 2
+
+
+def test_a_budgeted_sweep_verifies_at_most_its_budget_in_every_cell(tmp_path, write_tiny_folder):
+    model = write_tiny_folder(tmp_path / "model")
+    drafter = save_drafter(random_drafter(49152, 64, tied=True), tmp_path / "drafter")
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"prompt": "Tell me a story."}) + "\n")
+    out = tmp_path / "sweep-n3"
+    result = invoke_cli(
+        "sweep", "-M", model, "-d", drafter, "--prompts-file", prompts, "-m", "6", "--out", out,
+        "--beam-widths", "2,3", "--beam-lengths", "3", "-N", "3",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    cells = rows(out / "sweep.csv")
+    # compression = verified tokens / (W * L): at most 3 of the W * 3 tokens are verified
+    assert {int(r["beam_width"]): float(r["compression"]) <= 3 / (3 * int(r["beam_width"])) for r in cells} == {
+        2: True,
+        3: True,
+    }
