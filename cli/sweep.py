@@ -14,7 +14,7 @@ from rich.table import Table
 from redrafter_mlx.formats.loading import DEFAULT_MODEL
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.profiling import bench as runner
-from redrafter_mlx.profiling.sweep import grid, plot_all, run_sweep
+from redrafter_mlx.profiling.sweep import claim_folder, grid, plot_all, run_sweep
 
 from .app import app, console, friendly_errors
 from .bench import setup
@@ -38,8 +38,19 @@ def sweep(
 ) -> None:
     """Measure AR once and ReDrafter for every (W, L); resumable (finished cells are kept)."""
     widths, lengths = parse_sizes(beam_widths, "--beam-widths"), parse_sizes(beam_lengths, "--beam-lengths")
+    settings = {
+        "model": model,
+        "drafter": drafter,
+        "dtype": dtype,
+        "prompts_file": str(prompts_file) if prompts_file else None,
+        "num_prompts": num_prompts,
+        "max_tokens": options.max_tokens,
+        "search_width": options.search_width,
+        "node_budget": options.node_budget,
+        "lookup": options.lookup,
+    }
     pipeline, prompts = setup(model, drafter, dtype, prompts_file, num_prompts)
-    out.mkdir(parents=True, exist_ok=True)
+    claim_folder(out, settings)  # before anything is measured: a mismatch is a one-line error
     cell_options = {
         (w, length): replace(options, beam_width=w, beam_length=length, adaptive=False)
         for w in widths

@@ -1,12 +1,15 @@
 """Beam width x beam length sweeps: a CSV row per cell and annotated heatmaps.
 
 AR is measured once on the prompts; every (W, L) cell runs ReDrafter on the same prompts.
-Rows are appended as cells finish, so an interrupted sweep resumes where it stopped.
+Rows are appended as cells finish, so an interrupted sweep resumes where it stopped; the
+folder records what its cells were measured with (`sweep.json`), so a resumed sweep never
+mixes cells of other settings (another -s, -N, model or prompts).
 """
 
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,12 +19,30 @@ matplotlib.use("Agg")  # files only, no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from redrafter_mlx.errors import InputError  # noqa: E402
+
 FIELDS = ["beam_width", "beam_length", "tokens_per_s", "speedup", "tokens_per_step", "compression"]
 METRICS = {
     "speedup": "speedup vs AR (x)",
     "tokens_per_s": "tokens / s",
     "tokens_per_step": "tokens / step",
 }
+
+
+SETTINGS_FILE = "sweep.json"
+
+
+def claim_folder(out: Path, settings: dict) -> None:
+    """Record in `out` the settings its cells are measured with; raise InputError (before
+    anything is measured) when `out` already holds cells measured with other settings."""
+    path = out / SETTINGS_FILE
+    if path.exists() and (out / "sweep.csv").exists():
+        kept = json.loads(path.read_text())
+        changed = [f"{k} {kept.get(k)!r} -> {settings.get(k)!r}" for k in settings if kept.get(k) != settings[k]]
+        if changed:
+            raise InputError(f"{out} holds a sweep measured otherwise ({', '.join(changed)}): pass another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings, indent=1) + "\n")
 
 
 def read_rows(csv_path: Path) -> list[dict]:

@@ -9,7 +9,7 @@ import matplotlib.image as mpimg
 
 from redrafter_mlx.drafting.kinds.rnn import save as save_drafter
 
-from .helpers import invoke_cli, random_drafter
+from .helpers import assert_one_line_error, invoke_cli, random_drafter
 
 
 def rows(path):
@@ -57,3 +57,20 @@ def test_a_budgeted_sweep_verifies_at_most_its_budget_in_every_cell(tmp_path, wr
         2: True,
         3: True,
     }
+
+
+def test_a_folder_of_other_settings_is_refused_before_anything_is_measured(tmp_path, write_tiny_folder):
+    """Resumed cells are kept, so a sweep resumed with another node budget (or search width,
+    model, prompts...) would mix numbers: one line, and the folder is left as it was."""
+    model = write_tiny_folder(tmp_path / "model")
+    drafter = save_drafter(random_drafter(49152, 64, tied=True), tmp_path / "drafter")
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"prompt": "Tell me a story."}) + "\n")
+    out = tmp_path / "sweep"
+    common = ["sweep", "-M", model, "-d", drafter, "--prompts-file", prompts, "-m", "6", "--out", out]
+    assert invoke_cli(*common, "--beam-widths", "2", "--beam-lengths", "3").exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    refused = invoke_cli(*common, "--beam-widths", "2,3", "--beam-lengths", "3", "-N", "3")
+    assert_one_line_error(refused, 1, "node_budget None -> 3")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert invoke_cli(*common, "--beam-widths", "2,3", "--beam-lengths", "3").exit_code == 0  # same settings resume
