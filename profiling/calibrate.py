@@ -45,7 +45,7 @@ def shape_grid(
     widest = max(widths)
     for budget, length, s in product(budgets, lengths, searches):
         shape = TreeShape(widest, length, max(s, widest), budget)
-        if 1 + widest * (length - 1) > budget:
+        if shape.budgeted:
             shapes.add(shape)
     return sorted(shapes, key=lambda s: (s.beam_width, s.beam_length, s.search_width, s.node_budget or 0))
 

@@ -6,10 +6,21 @@ import csv
 import json
 
 import matplotlib.image as mpimg
+import pytest
 
 from redrafter_mlx.drafting.kinds.rnn import save as save_drafter
 
 from .helpers import assert_one_line_error, invoke_cli, random_drafter
+
+
+@pytest.fixture
+def sweep_args(tmp_path, write_tiny_folder):
+    """`redrafter sweep`'s arguments but --out: a tiny model, a random drafter, one prompt."""
+    model = write_tiny_folder(tmp_path / "model")
+    drafter = save_drafter(random_drafter(49152, 64, tied=True), tmp_path / "drafter")
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"prompt": "Tell me a story."}) + "\n")
+    return ["sweep", "-M", model, "-d", drafter, "--prompts-file", prompts, "-m", "6"]
 
 
 def rows(path):
@@ -17,13 +28,9 @@ def rows(path):
         return list(csv.DictReader(f))
 
 
-def test_sweep_writes_grid_csv_and_heatmaps_and_resumes(tmp_path, write_tiny_folder):
-    model = write_tiny_folder(tmp_path / "model")
-    drafter = save_drafter(random_drafter(49152, 64, tied=True), tmp_path / "drafter")
-    prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text(json.dumps({"prompt": "Tell me a story."}) + "\n")
+def test_sweep_writes_grid_csv_and_heatmaps_and_resumes(tmp_path, sweep_args):
     out = tmp_path / "sweep"
-    common = ["sweep", "-M", model, "-d", drafter, "--prompts-file", prompts, "-m", "6", "--out", out]
+    common = [*sweep_args, "--out", out]
     result = invoke_cli(*common, "--beam-widths", "1,2", "--beam-lengths", "2,3")
     assert result.exit_code == 0, result.output
     first = rows(out / "sweep.csv")
@@ -40,16 +47,9 @@ def test_sweep_writes_grid_csv_and_heatmaps_and_resumes(tmp_path, write_tiny_fol
     assert invoke_cli(*common, "--beam-widths", "0,1").exit_code == 2
 
 
-def test_a_budgeted_sweep_verifies_at_most_its_budget_in_every_cell(tmp_path, write_tiny_folder):
-    model = write_tiny_folder(tmp_path / "model")
-    drafter = save_drafter(random_drafter(49152, 64, tied=True), tmp_path / "drafter")
-    prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text(json.dumps({"prompt": "Tell me a story."}) + "\n")
+def test_a_budgeted_sweep_verifies_at_most_its_budget_in_every_cell(tmp_path, sweep_args):
     out = tmp_path / "sweep-n3"
-    result = invoke_cli(
-        "sweep", "-M", model, "-d", drafter, "--prompts-file", prompts, "-m", "6", "--out", out,
-        "--beam-widths", "2,3", "--beam-lengths", "3", "-N", "3",
-    )  # fmt: skip
+    result = invoke_cli(*sweep_args, "--out", out, "--beam-widths", "2,3", "--beam-lengths", "3", "-N", "3")
     assert result.exit_code == 0, result.output
     cells = rows(out / "sweep.csv")
     # compression = verified tokens / (W * L): at most 3 of the W * 3 tokens are verified
@@ -59,15 +59,11 @@ def test_a_budgeted_sweep_verifies_at_most_its_budget_in_every_cell(tmp_path, wr
     }
 
 
-def test_a_folder_of_other_settings_is_refused_before_anything_is_measured(tmp_path, write_tiny_folder):
+def test_a_folder_of_other_settings_is_refused_before_anything_is_measured(tmp_path, sweep_args):
     """Resumed cells are kept, so a sweep resumed with another node budget (or search width,
     model, prompts...) would mix numbers: one line, and the folder is left as it was."""
-    model = write_tiny_folder(tmp_path / "model")
-    drafter = save_drafter(random_drafter(49152, 64, tied=True), tmp_path / "drafter")
-    prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text(json.dumps({"prompt": "Tell me a story."}) + "\n")
     out = tmp_path / "sweep"
-    common = ["sweep", "-M", model, "-d", drafter, "--prompts-file", prompts, "-m", "6", "--out", out]
+    common = [*sweep_args, "--out", out]
     assert invoke_cli(*common, "--beam-widths", "2", "--beam-lengths", "3").exit_code == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     refused = invoke_cli(*common, "--beam-widths", "2,3", "--beam-lengths", "3", "-N", "3")

@@ -62,6 +62,7 @@ from typing import Any
 
 import mlx.core as mx
 
+from ..verify.tree_attention import dedup_prefix
 from .seam import TreeDrafter, reorder
 
 LOG_0 = -50000.0  # the reference's log(0): finite, so filler beams still sort and add up
@@ -224,9 +225,7 @@ def keep_likeliest(beams: mx.array, history: mx.array, budget: int) -> mx.array:
     """
     batch, width, length = beams.shape
     drafted = beams[..., 1:]
-    # owner[b, w, d]: the first beam holding the prefix beams[b, w, :d + 2]
-    same = mx.cumprod((drafted[:, :, None] == drafted[:, None]).astype(mx.int32), axis=-1)  # (B, W, W, L-1)
-    owner = mx.argmax(same, axis=2)
+    owner = dedup_prefix(beams)[..., 1:]  # owner[b, w, d]: the first beam holding beams[b, w, :d + 2]
     first = owner == mx.arange(width)[None, :, None]
     scores = mx.where(first, history[..., 1:], -mx.inf).reshape(batch, -1)
     rank = mx.argsort(mx.argsort(-scores, axis=-1), axis=-1).reshape(batch, width, length - 1)

@@ -45,11 +45,19 @@ class TreeShape:
             raise ValueError(f"a node budget must be >= 2 (the guaranteed token and a draft), got {self.node_budget}")
 
     @property
+    def full_size(self) -> int:
+        """Tokens in W beams of L at most, without a budget: the root and W * (L - 1) drafts."""
+        return 1 + self.beam_width * (self.beam_length - 1)
+
+    @property
+    def budgeted(self) -> bool:
+        """Whether the node budget cuts the tree (a budget of `full_size` or more does not)."""
+        return self.node_budget is not None and self.node_budget < self.full_size
+
+    @property
     def max_packed(self) -> int:
-        """Most tokens the packed tree can hold: the root and W * (L - 1) drafted tokens, or
-        the node budget where that is fewer."""
-        full = 1 + self.beam_width * (self.beam_length - 1)
-        return full if self.node_budget is None else min(full, self.node_budget)
+        """Most tokens the packed tree can hold: `full_size`, or the node budget where that is fewer."""
+        return self.node_budget if self.budgeted else self.full_size
 
     def __str__(self) -> str:
         budget = "" if self.node_budget is None else f" N={self.node_budget}"
@@ -84,7 +92,7 @@ def propose(
         beams, found = with_lookup_beam(beams, text, length, drafter.ngrams)
         copied = LOOKUP_LOG_PROB * mx.arange(shape.beam_length, dtype=mx.float32)
         history = mx.concatenate([history[:, :-1], mx.where(found[:, None], copied, history[:, -1])[:, None]], axis=1)
-    if shape.node_budget is not None and shape.node_budget < 1 + shape.beam_width * (shape.beam_length - 1):
+    if shape.budgeted:
         beams = search.keep_likeliest(beams, history, shape.node_budget)
     return beams
 

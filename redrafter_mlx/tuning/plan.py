@@ -33,13 +33,11 @@ def resolve_shape(
     """The tree to decode with: explicit values win; the rest come from the calibration's
     fastest matching shape, or from FALLBACK_SHAPE when there is none. node_budget 0: no
     budget (every prefix of the W beams is verified)."""
-    budget = node_budget or None
     chosen = calibration.best(beam_width, beam_length, search_width, node_budget) if calibration else None
     if chosen is None:
         chosen = FALLBACK_SHAPE
     width = beam_width or chosen.beam_width
-    if node_budget is None:
-        budget = chosen.node_budget
+    budget = chosen.node_budget if node_budget is None else node_budget or None
     return TreeShape(width, beam_length or chosen.beam_length, search_width or max(chosen.search_width, width), budget)
 
 

@@ -19,12 +19,13 @@ import mlx.core as mx
 def dedup_prefix(beams: mx.array) -> mx.array:
     """For every prefix beams[i, :k+1], the smallest beam index j sharing it.
 
-    beams: (W, L) int. Returns prefix_tree (W, L) int32. (The paper's Listing 1 compares
-    tokens within one beam; the intended comparison, used here, is across beams.)
+    beams: (..., W, L) int (a leading batch axis: per row). Returns prefix_tree (..., W, L)
+    int32. (The paper's Listing 1 compares tokens within one beam; the intended comparison,
+    used here, is across beams.)
     """
-    matches = beams[:, None, :] == beams[None, :, :]  # (W, W, L): beam i vs beam j at k
+    matches = beams[..., :, None, :] == beams[..., None, :, :]  # (..., W, W, L): beam i vs beam j at k
     shared = mx.cumprod(matches.astype(mx.int32), axis=-1)  # prefix [:k+1] equal
-    return mx.argmax(shared, axis=1).astype(mx.int32)  # first j; j = i always qualifies
+    return mx.argmax(shared, axis=-2).astype(mx.int32)  # first j; j = i always qualifies
 
 
 @dataclass

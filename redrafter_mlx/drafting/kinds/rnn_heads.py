@@ -37,7 +37,7 @@ def trim_head(drafter: RecurrentDrafter, token_ids: np.ndarray) -> RecurrentDraf
     first): an untied head keeps those rows of its weight, a tied one will score those rows
     of the LLM embedding. The K tokens keep exactly the logits they had; the others can no
     longer be drafted (verification, hence the output, is unchanged). A trimmed head can be
-    trimmed further, to some of its own tokens (`narrowest_ids`). Trim before quantizing.
+    trimmed further, to some of its own tokens. Trim before quantizing.
     Raises ValueError for a quantized head, ids that are not K distinct vocabulary ids, or
     ids a trimmed head does not score."""
     config = drafter.config
@@ -55,11 +55,9 @@ def trim_head(drafter: RecurrentDrafter, token_ids: np.ndarray) -> RecurrentDraf
         if any(int(t) not in position for t in ids):
             raise ValueError(f"the head is trimmed to {kept.size} tokens: it can only keep some of those")
         rows = np.array([position[int(t)] for t in ids], dtype=np.int32)
-    head = f"lm_head.{config.num_draft_layers}."
+    head, rows = f"lm_head.{config.num_draft_layers}.", mx.array(rows)
     weights = [
-        (k, v[mx.array(rows)] if k.startswith(head) else v)
-        for k, v in tree_flatten(drafter.parameters())
-        if k != "token_ids"
+        (k, v[rows] if k.startswith(head) else v) for k, v in tree_flatten(drafter.parameters()) if k != "token_ids"
     ]
     trimmed = drafter.rebuilt(
         replace(config, token_subset_size=ids.size), weights + [("token_ids", mx.array(ids.astype(np.int32)))]
