@@ -12,6 +12,7 @@ from rich.table import Table
 from redrafter_mlx import runtime
 from redrafter_mlx.errors import InputError
 from redrafter_mlx.formats.loading import ALIASES, DEFAULT_MODEL, SHIPPED_DRAFTERS, load, shipped_drafter_name
+from redrafter_mlx.models.adapter import TreeModel
 from redrafter_mlx.tuning.calibration import CALIBRATION_FILE, calibration_dir, read_calibration
 
 from .app import app, friendly_errors
@@ -48,10 +49,16 @@ def describe_model(name: str) -> str:
         return f"{name}: cannot load ({e})"
     args = loaded.model.args
     context = f"context {args.max_position_embeddings} tokens" if args.max_position_embeddings else "context unknown"
+    forward = (
+        f"mlx-lm's {type(loaded.model.wrapped).__module__.rsplit('.', 1)[-1]} class"
+        if isinstance(loaded.model, TreeModel)
+        else "the compiled Llama forward"
+    )
     return (
         f"{name} -> {loaded.source}\n{args.model_type}, {args.num_hidden_layers} layers, hidden "
-        f"{args.hidden_size}, vocab {args.vocab_size}, {context}; shipped drafter: "
-        f"{shipped_drafter_name(loaded) or 'none (pass --drafter)'}"
+        f"{args.hidden_size}, vocab {args.vocab_size}, {context}\nverified by {forward}: token trees yes, "
+        "draft LLMs yes (any architecture, same tokenizer), hidden-state drafters yes (ReDrafter, EAGLE, "
+        f"Medusa, MLP speculator)\nshipped drafter: {shipped_drafter_name(loaded) or 'none (pass --drafter)'}"
     )
 
 

@@ -11,7 +11,7 @@ import time
 
 import mlx.core as mx
 
-from redrafter_mlx.models.llama import prefill
+from redrafter_mlx.models.llm import prefill
 from redrafter_mlx.sampling import greedy
 from redrafter_mlx.verify.tree_attention import verify_mask
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import mlx.core as mx
 import numpy as np
@@ -28,6 +28,7 @@ from typer.testing import CliRunner
 
 from redrafter_mlx.cli.main import load_commands
 from redrafter_mlx.decoding import GenerationStats, generate_ar
+from redrafter_mlx.decoding.batch import BatchDecoder, Request
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.kinds.eagle import Eagle
 from redrafter_mlx.drafting.kinds.medusa import Medusa, MedusaConfig
@@ -204,13 +205,16 @@ TINY_PROMPT = [1, 3, 0, 2]
 SEQ_LEN = 3
 
 
-def exact_sequence_probabilities(temperature: float, prompt: list[int] = TINY_PROMPT) -> dict[tuple[int, ...], float]:
-    """p(y1 y2 y3 | prompt) of TINY under temperature, by enumerating every sequence."""
+def exact_sequence_probabilities(
+    temperature: float, prompt: list[int] = TINY_PROMPT, model: Any = TINY
+) -> dict[tuple[int, ...], float]:
+    """p(y1 y2 y3 | prompt) of `model` (a TINY_VOCAB-token LLM) under temperature, by
+    enumerating every sequence."""
     probs = {(): 1.0}
     for _ in range(SEQ_LEN):
         grown = {}
         for seq, p in probs.items():
-            logits = TINY.logits(TINY(mx.array([list(prompt) + list(seq)]), TINY.make_cache()))[0, -1]
+            logits = model.logits(model(mx.array([list(prompt) + list(seq)]), model.make_cache()))[0, -1]
             q = np.array(mx.softmax(logits.astype(mx.float32) / temperature))
             for token in range(TINY_VOCAB):
                 grown[seq + (token,)] = p * float(q[token])
@@ -712,3 +716,49 @@ def assert_refused(run, tmp_path, cases) -> None:
         assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
         assert message in result.output, result.output
         assert not (tmp_path / "refused").exists()
+
+
+# --- token trees and batches ------------------------------------------------------------------
+
+# A tree of three branches sharing prefixes, written as nodes with parent indices.
+#   0 - 1 - 2
+#         \ 3
+#   \ 4 - 5
+TREE_TOKENS = [11, 12, 13, 14, 15, 16]
+TREE_PARENTS = [-1, 0, 1, 1, 0, 4]
+
+
+def ancestors(node: int) -> list[int]:
+    path = []
+    while node != -1:
+        path.append(node)
+        node = TREE_PARENTS[node]
+    return path[::-1]
+
+
+def run_batch(
+    decoder: BatchDecoder, requests: list[Request], join_every: int = 0, stats: dict | None = None
+) -> dict[int, tuple[list[int], str]]:
+    """Decode `requests` (all at once, or one joining every `join_every` steps): handle ->
+    (tokens, finish reason); `stats` (if given) collects each row's final stats."""
+    tokens: dict[int, list[int]] = {}
+    reasons: dict[int, str] = {}
+    stats = {} if stats is None else stats
+
+    def record(update) -> None:
+        tokens.setdefault(update.handle, []).extend(update.tokens)
+        if update.finish_reason:
+            reasons[update.handle] = update.finish_reason
+            stats[update.handle] = update.stats
+
+    waiting = list(enumerate(requests))
+    steps = 0
+    while waiting or decoder.rows:
+        if waiting and (not join_every or steps % join_every == 0 or not decoder.rows):
+            joining, waiting = (waiting, []) if not join_every else (waiting[:1], waiting[1:])
+            for handle, request in joining:
+                record(decoder.add(handle, request))
+        for update in decoder.step():
+            record(update)
+        steps += 1
+    return {h: (tokens[h], reasons[h]) for h in tokens}

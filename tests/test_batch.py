@@ -29,35 +29,8 @@ from .helpers import (
     random_eagle,
     random_medusa,
     random_speculator,
+    run_batch,
 )
-
-
-def run_batch(
-    decoder: BatchDecoder, requests: list[Request], join_every: int = 0, stats: dict | None = None
-) -> dict[int, tuple[list[int], str]]:
-    """Decode `requests` (all at once, or one joining every `join_every` steps): handle ->
-    (tokens, finish reason); `stats` (if given) collects each row's final stats."""
-    tokens: dict[int, list[int]] = {}
-    reasons: dict[int, str] = {}
-    stats = {} if stats is None else stats
-
-    def record(update) -> None:
-        tokens.setdefault(update.handle, []).extend(update.tokens)
-        if update.finish_reason:
-            reasons[update.handle] = update.finish_reason
-            stats[update.handle] = update.stats
-
-    waiting = list(enumerate(requests))
-    steps = 0
-    while waiting or decoder.rows:
-        if waiting and (not join_every or steps % join_every == 0 or not decoder.rows):
-            joining, waiting = (waiting, []) if not join_every else (waiting[:1], waiting[1:])
-            for handle, request in joining:
-                record(decoder.add(handle, request))
-        for update in decoder.step():
-            record(update)
-        steps += 1
-    return {h: (tokens[h], reasons[h]) for h in tokens}
 
 
 @pytest.fixture(scope="module")

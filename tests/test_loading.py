@@ -112,8 +112,8 @@ def test_folder_errors_are_clear(tmp_path, write_tiny_folder):
         load(str(empty))
 
     other = write_tiny_folder(tmp_path / "other")
-    (other / "config.json").write_text(json.dumps(tiny_config(model_type="gpt2")))
-    with pytest.raises(ModelLoadError, match="not a Llama"):
+    (other / "config.json").write_text(json.dumps(tiny_config(model_type="no_such_architecture")))
+    with pytest.raises(ModelLoadError, match="not an architecture mlx-lm implements"):
         load(str(other))
 
     mismatched = write_tiny_folder(tmp_path / "mismatch")

@@ -12,22 +12,7 @@ from mlx_lm.models.cache import make_prompt_cache
 from redrafter_mlx.models import llama
 from redrafter_mlx.models.llama import Model, ModelArgs
 
-from .helpers import random_model, tiny_config
-
-# A tree of three branches sharing prefixes, written as nodes with parent indices.
-#   0 - 1 - 2
-#         \ 3
-#   \ 4 - 5
-TREE_TOKENS = [11, 12, 13, 14, 15, 16]
-TREE_PARENTS = [-1, 0, 1, 1, 0, 4]
-
-
-def ancestors(node: int) -> list[int]:
-    path = []
-    while node != -1:
-        path.append(node)
-        node = TREE_PARENTS[node]
-    return path[::-1]
+from .helpers import TREE_TOKENS, ancestors, random_model, tiny_config
 
 
 def verify_tree_vs_branches(model: Model, prefix: list[int], tree_tokens: list[int]) -> float:

@@ -28,7 +28,7 @@ from ..drafting.beam_search import DRAFT_TOP_K
 from ..drafting.lookup import TextBuffer
 from ..errors import InputError
 from ..models.cache import BatchKVCache, KVCache
-from ..models.llama import Model, prefill
+from ..models.llm import LLM, prefill
 from ..options import DecodingOptions
 from ..sampling import sampler_scores
 from ..tuning.plan import FALLBACK_SHAPE
@@ -82,7 +82,7 @@ class BatchDecoder:
 
     def __init__(
         self,
-        model: Model,
+        model: LLM,
         drafter: TreeDrafter | None,
         shape: TreeShape | None = None,
         *,

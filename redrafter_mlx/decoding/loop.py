@@ -18,7 +18,7 @@ import mlx.core as mx
 from ..drafting import DraftFn, TreeDrafter, TreeShape, make_draft_fn
 from ..drafting.lookup import TextBuffer
 from ..models.cache import KVCache
-from ..models.llama import Model, prefill
+from ..models.llm import LLM, prefill
 from ..runtime.timers import PhaseTimer
 from ..sampling import Sampler, make_greedy_or_sampler, sampler_scores
 from ..tuning.plan import DraftPlan
@@ -28,7 +28,7 @@ from .steps import GenerationStats, Step, answer_part, context_room
 
 
 def generate_ar(
-    model: Model,
+    model: LLM,
     prompt: list[int],
     *,
     max_tokens: int = 256,
@@ -86,15 +86,16 @@ def generate_ar(
 
 @dataclass
 class Unread:
-    """A step's lazy outcome, before the host reads it: the tokens it emitted, the LLM hidden
-    state that predicted each, how many are real, and the next step's guaranteed token with
-    the hidden state that predicted it; for a tree step also what the cache compaction needs."""
+    """A step's lazy outcome, before the host reads it: the tokens it emitted, what the drafter
+    reads of the LLM state that predicted each (its hidden state, or EAGLE-3's tapped layer
+    inputs), how many are real, and the next step's guaranteed token with the state that
+    predicted it; for a tree step also what the cache compaction needs."""
 
     tokens: mx.array  # (n,) int32; a tree step's are padded to its beam length
-    features: mx.array  # (n, D)
+    features: mx.array  # (n, F): F = D, or D per tapped layer
     count: mx.array  # () int32 (plain steps and prefill: 1)
     token: mx.array  # () int32: tokens[count - 1], the next step's guaranteed token
-    hidden: mx.array  # (D,): features[count - 1]
+    hidden: mx.array  # (F,): features[count - 1]
     tree: TreeShape | None = None  # the tree it verified; None: a plain step (or prefill)
     accepted: mx.array | None = None  # () drafted tokens accepted (tree steps)
     path: mx.array | None = None  # (L,) packed positions of the chosen beam (tree steps)
@@ -106,7 +107,7 @@ class Unread:
 
 
 def generate_redrafter(
-    model: Model,
+    model: LLM,
     drafter: TreeDrafter,
     prompt: list[int],
     plan: DraftPlan | None = None,
@@ -165,18 +166,24 @@ def generate_redrafter(
     traced = False  # a phase was traced since the last read: that interval is not timed
     untold: list[int] = []  # emitted tokens the drafter and the text were not told yet (plain steps)
     untold_features: list[mx.array] = []
+    taps, width = drafter.target_layers, model.args.hidden_size
+
+    def split(rows: mx.array) -> tuple[mx.array, mx.array]:
+        """The LLM's hidden states (what its head reads) and what the drafter reads of them:
+        the same, or the inputs of the drafter's `target_layers` (EAGLE-3)."""
+        return (rows, rows) if not taps else (rows[..., :width], rows[..., width:])
 
     def next_token(hidden: mx.array) -> mx.array:
         return sampler(sampler_scores(sampler, model.logits(hidden))).astype(mx.int32).reshape(())
 
     def plain(token: mx.array) -> Unread:
         """A plain step: `token` joins the cache, and the LLM's next token follows it."""
-        hidden = model(token.reshape(1, 1), cache)[0, -1]
+        hidden, feed = split(model(token.reshape(1, 1), cache, taps=taps)[0, -1])
         cache.commit(1)
         tokens = next_token(hidden)[None]
         mx.async_eval(tokens)  # the array the host reads: computed ahead of any later step
         timer.mark("plain", tokens)
-        return Unread(tokens, hidden[None], mx.array(1, mx.int32), tokens[0], hidden)
+        return Unread(tokens, feed[None], mx.array(1, mx.int32), tokens[0], feed)
 
     def draft(tree: TreeShape, step: Unread) -> tuple[mx.array, TreeLayout]:
         """The tree after `step`, once the untold tokens and step's (lazy) ones join the text."""
@@ -205,22 +212,24 @@ def generate_redrafter(
         packed = pack(beams, layout, padded[count])
         timer.mark("pack", packed.tokens, packed.mask)
         positions = (packed.depth + cache.length)[None]
-        block = model(packed.tokens[None], cache, positions, verify_mask(packed.mask, cache.length))[0]
+        block, feed = split(
+            model(packed.tokens[None], cache, positions, verify_mask(packed.mask, cache.length), taps)[0]
+        )
         scores = sampler_scores(sampler, model.logits(block))
         timer.mark("verify", scores)
         r = accept(beams, layout.unpack_index, scores, sampler)
         timer.mark("accept", r.emitted)
-        features, hidden = block[r.path], block[r.next_index]
+        features, hidden = feed[r.path], feed[r.next_index]
         return Unread(r.emitted, features, r.accepted + 1, r.next_token, hidden, tree, r.accepted, r.path, count)
 
     try:
         tic = time.perf_counter()
         timer.start()
-        prompt_hidden = prefill(model, mx.array(prompt, mx.uint32), cache)
+        prompt_hidden, prompt_feed = split(prefill(model, mx.array(prompt, mx.uint32), cache, taps))
         first = next_token(prompt_hidden[-1])
         timer.mark("prefill", first)
-        session = drafter.open(model, [*context, *prompt], prompt_hidden)
-        step = Unread(first[None], prompt_hidden[-1:], mx.array(1, mx.int32), first, prompt_hidden[-1])
+        session = drafter.open(model, [*context, *prompt], prompt_feed)
+        step = Unread(first[None], prompt_feed[-1:], mx.array(1, mx.int32), first, prompt_feed[-1])
         read_at = None
         while True:
             # Build the next step before reading this one: a tree's draft, or a plain step
@@ -282,7 +291,7 @@ def generate_redrafter(
 
 
 def decode_steps(
-    model: Model,
+    model: LLM,
     prompt: list[int],
     drafter: TreeDrafter | None = None,
     plan: DraftPlan | None = None,

@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass, field
 
 from ..errors import InputError
-from ..models.llama import Model
+from ..models.llm import LLM
 
 
 @dataclass
@@ -60,7 +60,7 @@ def answer_part(tokens: list[int], eos_ids: set[int] | frozenset[int], room: int
     return tokens[: len(tokens) if stop is None else stop][:room], stop is not None
 
 
-def context_room(model: Model, used: int) -> int:
+def context_room(model: LLM, used: int) -> int:
     """Tokens that still fit in the model's context after `used` tokens (prompt and history)."""
     limit = model.args.max_position_embeddings
     if not limit:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import mlx.core as mx
 
-from ..formats.loading import LoadedModel, ModelLoadError, download, load, shipped_drafter
+from ..formats.loading import LoadedModel, ModelLoadError, download, load_draft, shipped_drafter
 from ..runtime import default_dtype
 from .kinds.draft_llm import DraftLLM
 from .registry import load_drafter_folder
@@ -32,9 +32,15 @@ def load_drafter_for(loaded: LoadedModel, name: str | None, dtype: mx.Dtype | No
                 raise ModelLoadError(f"drafter {name!r} not found: not a folder and not a hub id (owner/name)")
             folder = download(name, ["*.json", "*.safetensors"])
     drafter = load_drafter_folder(folder, dtype or default_dtype())
+    if isinstance(drafter, DraftLLM):
+        drafter.check_tokenizer(loaded.tokenizer, loaded.name)
     return drafter.for_target(loaded.model, loaded.name)
 
 
 def load_draft_model(loaded: LoadedModel, name: str, dtype: mx.Dtype | None = None) -> TreeDrafter:
-    """A small LLM (alias, folder, hub id or .gguf) as the drafter of `loaded`: same tokenizer."""
-    return DraftLLM(load(name, dtype, tokenizer=False).model, name).for_target(loaded.model, loaded.name)
+    """A small LLM (alias, folder, hub id or .gguf; any architecture the verifier runs) as the
+    drafter of `loaded`: it must share the target's tokenizer."""
+    draft = load_draft(name, dtype)
+    drafter = DraftLLM(draft.model, name, draft.tokenizer)
+    drafter.check_tokenizer(loaded.tokenizer, loaded.name)
+    return drafter.for_target(loaded.model, loaded.name)

@@ -21,6 +21,7 @@ from types import ModuleType
 import mlx.core as mx
 
 from ..errors import InputError
+from ..formats.loading import is_llm_type
 from .seam import TreeDrafter
 
 
@@ -41,13 +42,15 @@ class Kind:
 
 _KINDS_PACKAGE = "redrafter_mlx.drafting.kinds"
 RNN = Kind("redrafter", ("recurrent_drafting_drafter",), f"{_KINDS_PACKAGE}.rnn")
+# A draft model's folder names its own architecture; any one mlx-lm implements is a draft LLM.
 DRAFT_LLM = Kind("draft-llm", ("llama", "mistral"), f"{_KINDS_PACKAGE}.draft_llm", savable=False)
-# Upstream formats are detected in this order: EAGLE's check reads the checkpoint's keys, the
-# others only file names and config fields, so it comes last.
+# Upstream formats are detected in this order: the EAGLEs' checks read the checkpoint's keys,
+# the others only file names and config fields, so they come last.
 KINDS = (
     RNN,
     Kind("medusa", ("medusa_drafter",), f"{_KINDS_PACKAGE}.medusa", upstream_format="medusa"),
     Kind("mlp-speculator", ("mlp_speculator_drafter",), f"{_KINDS_PACKAGE}.mlp_speculator", upstream_format="mlp"),
+    Kind("eagle3", ("eagle3_drafter",), f"{_KINDS_PACKAGE}.eagle3", upstream_format="eagle3"),
     Kind("eagle", ("eagle_drafter",), f"{_KINDS_PACKAGE}.eagle", upstream_format="eagle"),
     DRAFT_LLM,
 )
@@ -97,7 +100,7 @@ def load_drafter_folder(folder: Path, dtype: mx.Dtype) -> TreeDrafter:
     """The drafter in `folder`, of whichever kind its config names (RNN when it names none of
     them, so the RNN loader's own errors explain what is missing)."""
     model_type = drafter_kind(folder)
-    kind = _BY_MODEL_TYPE.get(model_type or "")
+    kind = _BY_MODEL_TYPE.get(model_type or "") or (DRAFT_LLM if is_llm_type(model_type) else None)
     # An upstream checkpoint (no kind of ours, or a Llama config as EAGLE's) says to convert it.
     if kind is None or kind is DRAFT_LLM:
         upstream = detect_format(folder)

@@ -40,6 +40,9 @@ class TreeDrafter:
     stateful = False  # True: `open` returns a per-generation session (not compiled: its cache grows)
     ngrams = None  # an `ngrams.NgramTable` the lookup layer may use, if the drafter ships one
     max_beam_length: int | None = None  # deepest beam it can draft (guaranteed token included); None: any
+    # LLM layers whose inputs it reads, concatenated, where others read the final hidden state
+    # (EAGLE-3); the decoding loop asks the LLM for them (`LLM.__call__`'s `taps`).
+    target_layers: tuple[int, ...] = ()
 
     def check_sizes(self, vocab_size: int, hidden_size: int, model: Any, name: str) -> None:
         """Raise `DrafterLoadError` unless LLM `model` (named `name`) has the vocabulary this

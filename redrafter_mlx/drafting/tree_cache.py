@@ -55,10 +55,16 @@ class TreeScratch:
         self.keys: list[list[mx.array]] = [[] for _ in range(layers)]
         self.values: list[list[mx.array]] = [[] for _ in range(layers)]
         self.slots = 0  # beam tokens written so far
+        self.slot_positions: list[mx.array] = []  # (1, W) per depth, the current one included
 
     @property
     def length(self) -> int:
         return self.base.cache.length
+
+    def key_positions(self, positions: mx.array) -> mx.array:
+        """(1, S) RoPE positions of every key the current depth's block sees (`write`)."""
+        text = mx.arange(self.base.cache.length + self.base.staged, dtype=mx.int32)[None]
+        return mx.concatenate([text, *self.slot_positions], axis=1)
 
     def write(self, layer: int, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
         """Append a depth's beam tokens (1, n_kv, W, Dh); return every key/value visible."""
@@ -91,5 +97,6 @@ class TreeScratch:
             axis=1,
         )
         positions = mx.broadcast_to(base.next_position - 1 + depth, (1, width)).astype(mx.int32)
+        self.slot_positions.append(positions)
         lineage = mx.concatenate([lineage, own[None, :, None]], axis=2)
         return positions, mask[None, None], lineage

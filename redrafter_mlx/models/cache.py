@@ -64,6 +64,11 @@ class KVCache:
             self.keys[layer][..., start:end, :] = self.keys[layer][..., index, :]
             self.values[layer][..., start:end, :] = self.values[layer][..., index, :]
 
+    def key_positions(self, positions: mx.array) -> mx.array:
+        """(B, length + T) RoPE positions of every key a block at `positions` (B, T) sees."""
+        committed = mx.broadcast_to(mx.arange(self.length, dtype=mx.int32), (positions.shape[0], self.length))
+        return mx.concatenate([committed, positions.astype(mx.int32)], axis=1)
+
     def trim(self, length: int) -> None:
         """Forget everything after `length` (e.g. to rewind a chat turn)."""
         self.length = min(self.length, length)
@@ -146,6 +151,16 @@ class BatchKVCache:
         rows = mx.broadcast_to(mx.clip(relative, 0, block - 1), (tree_mask.shape[0], block, columns.shape[-1]))
         in_tree = mx.take_along_axis(tree_mask, rows, axis=2) & inside
         return ((relative < 0) | in_tree)[:, None]
+
+    def key_positions(self, positions: mx.array) -> mx.array:
+        """(B, S) RoPE positions of the keys `write` returns for a block at `positions` (B, T):
+        a row's committed tokens, then its block (columns past its end hold clipped values,
+        masked by `attention_mask`)."""
+        T = positions.shape[1]
+        columns = mx.arange(max(self.lengths) + T, dtype=mx.int32)[None]
+        relative = columns - self._offsets[:, None]
+        block = mx.take_along_axis(positions.astype(mx.int32), mx.clip(relative, 0, T - 1), axis=1)
+        return mx.where(relative < 0, columns, block)
 
     def gather_pending(self, block_index: mx.array) -> None:
         """Move each row's pending tokens block_index[b] (B, n) to the front of its block

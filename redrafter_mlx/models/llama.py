@@ -19,8 +19,8 @@ from mlx_lm.models.rope_utils import initialize_rope
 
 from ..runtime import fastmath
 from .cache import KVCache
+from .llm import Mask
 
-Mask = mx.array | str | None  # bool/additive (B|1, 1, T, S), "causal", or None (attend all)
 # Blocks up to this long per row run compiled layers; longer ones (prefill) would retrace per length.
 COMPILED_MAX_TOKENS = 64
 
@@ -157,12 +157,14 @@ class Model(nn.Module):
         cache: KVCache | None = None,
         positions: mx.array | None = None,
         mask: Mask = "causal",
+        taps: tuple[int, ...] = (),
     ) -> mx.array:
         """Final-norm hidden states (B, T, D) for `tokens` (B, T).
 
         positions: (B, T) RoPE positions; default = cache.length + arange(T).
         mask: attention over [committed cache, this block]; "causal" for plain sequences.
-        The block's keys/values are written to `cache` but not committed.
+        The block's keys/values are written to `cache` but not committed. `taps`: layers whose
+        inputs follow the hidden states, concatenated (`models.llm.LLM`).
         """
         B, T = tokens.shape
         h = self.model.embed_tokens(tokens)
@@ -172,9 +174,13 @@ class Model(nn.Module):
             pos = mx.broadcast_to(mx.arange(pos, pos + T)[None], (B, T))
         if isinstance(mask, str) and T == 1:
             mask = None
+        seen = {}
         for i, layer in enumerate(self.model.layers):
+            if i in taps:
+                seen[i] = h
             h = layer(h, pos, mask, cache, i, compiled)
-        return self.model.norm(h)
+        h = self.model.norm(h)
+        return mx.concatenate([h, *(seen[i] for i in taps)], axis=-1) if taps else h
 
     def logits(self, hidden: mx.array) -> mx.array:
         """Vocabulary logits (..., V) for hidden states (..., D)."""
@@ -199,19 +205,3 @@ class Model(nn.Module):
         if self.args.tie_word_embeddings:
             weights.pop("lm_head.weight", None)
         return weights
-
-
-PREFILL_CHUNK = 512
-
-
-def prefill(model: Model, prompt: mx.array, cache: KVCache) -> mx.array:
-    """Run the prompt (T,) through the model in chunks; commit it; return the hidden states
-    of the last chunk (t, D), t >= 1 (lazy: a caller that reads only the last row pays for
-    no other final norm)."""
-    for start in range(0, prompt.shape[0], PREFILL_CHUNK):
-        chunk = prompt[start : start + PREFILL_CHUNK][None]
-        hidden = model(chunk, cache)
-        cache.commit(chunk.shape[1])
-        if start + PREFILL_CHUNK < prompt.shape[0]:
-            mx.eval(cache.state())
-    return hidden[0]

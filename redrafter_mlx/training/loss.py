@@ -41,6 +41,7 @@ from mlx import nn
 from .. import runtime
 from ..drafting.kinds.llm_embedding import Embedding
 from ..drafting.seam import TreeDrafter
+from ..errors import InputError
 from ..runtime import fastmath
 
 
@@ -104,7 +105,10 @@ def unrolled_logits(
 def teacher_head(model: nn.Module, hidden_size: int, token_ids: mx.array | np.ndarray | None) -> mx.array:
     """(K, D) rows of the LLM's output head for the drafter head's tokens (all when None):
     the LLM's logits over them are h @ rows.T. Read off `model.logits` of the identity, so
-    tied, untied and quantized heads all work."""
+    tied, untied and quantized heads all work; a soft-capped head (Gemma 2) is not linear and
+    is refused."""
+    if getattr(model, "logit_softcap", None):
+        raise InputError("soft targets need a linear output head, but this model soft-caps its logits: use 0")
     rows = model.logits(mx.eye(hidden_size)).T.astype(mx.float32)
     rows = rows if token_ids is None else rows[mx.array(token_ids)]
     mx.eval(rows)

@@ -14,21 +14,23 @@ from typing import Any
 import mlx.core as mx
 
 from ...errors import DrafterLoadError
-from ...formats.loading import load as load_llm
-from ...models.llama import Model, prefill
+from ...formats.loading import load_draft
+from ...models.llm import LLM, prefill
 from ..seam import StepFn, TreeDrafter
 from ..tree_cache import DraftCache
 
 
 class DraftLLM(TreeDrafter):
-    """A Llama-architecture draft model; `open` gives the per-generation session."""
+    """A draft model of any architecture the verifier runs; `open` gives the per-generation
+    session. `tokenizer` (when known) lets `check_tokenizer` prove both models share one."""
 
     kind = "draft-llm"
     stateful = True
 
-    def __init__(self, model: Model, source: str | Path | None = None):
+    def __init__(self, model: LLM, source: str | Path | None = None, tokenizer: Any = None):
         self.model = model
         self.source = source
+        self.tokenizer = tokenizer
 
     def for_target(self, model: Any, name: str) -> DraftLLM:
         """Token ids cross the seam, so both models must share one vocabulary."""
@@ -40,6 +42,21 @@ class DraftLLM(TreeDrafter):
             )
         return self
 
+    def check_tokenizer(self, tokenizer: Any, name: str) -> None:
+        """Raise `DrafterLoadError` unless this draft model's tokenizer gives every token the id
+        `tokenizer` (the target `name`'s) gives it: equal vocabulary sizes are not enough."""
+        if self.tokenizer is None or tokenizer is None:
+            return
+        ours, theirs = self.tokenizer.get_vocab(), tokenizer.get_vocab()
+        differing = sorted(t for t in ours.keys() | theirs.keys() if ours.get(t) != theirs.get(t))
+        if differing:
+            token = differing[0]
+            raise DrafterLoadError(
+                f"draft model {self.source} has another tokenizer than {name}: {len(differing)} tokens "
+                f"differ (e.g. {token!r} is id {ours.get(token)} vs {theirs.get(token)}); "
+                "a draft model must share the target's tokenizer"
+            )
+
     def open(self, model: Any, tokens: list[int], hidden: mx.array) -> DraftLLMSession:
         return DraftLLMSession(self.model, tokens)
 
@@ -50,7 +67,7 @@ class DraftLLMSession(TreeDrafter):
     kind = DraftLLM.kind
     stateful = True
 
-    def __init__(self, model: Model, tokens: list[int]):
+    def __init__(self, model: LLM, tokens: list[int]):
         self.model = model
         self.cache = DraftCache(model.make_cache())
         if tokens:
@@ -83,5 +100,6 @@ class DraftLLMSession(TreeDrafter):
 
 
 def load(folder: Path, dtype: mx.Dtype) -> DraftLLM:
-    """A draft model from a model folder (what `--drafter` finds with model_type llama)."""
-    return DraftLLM(load_llm(str(folder), dtype, tokenizer=False).model, folder)
+    """A draft model from a model folder (what `--drafter` finds with an LLM's model_type)."""
+    loaded = load_draft(str(folder), dtype)
+    return DraftLLM(loaded.model, folder, loaded.tokenizer)

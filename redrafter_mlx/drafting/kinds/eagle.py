@@ -111,20 +111,24 @@ class Eagle(nn.Module, TreeDrafter):
         self.check_sizes(self.args.vocab_size, self.args.hidden_size, model, name)
         return self
 
+    def draft_logits(self, feature: mx.array, target: Any) -> mx.array:
+        """EAGLE's feature guesses are read by the target's own head."""
+        return target.logits(feature)
+
     def open(self, model: Any, tokens: list[int], hidden: mx.array) -> EagleSession:
         return EagleSession(self, model, tokens, hidden)
 
 
 class EagleSession(TreeDrafter):
-    """EAGLE's cache for one generation, filled with the pairs the prompt's features allow
-    (none when the EAGLE's config says `stage_prompt: false`: its first pair is then the
-    first answer token with the prompt's last feature, staged by the decoder)."""
+    """EAGLE's (or EAGLE-3's) cache for one generation, filled with the pairs the prompt's
+    features allow (none when the EAGLE's config says `stage_prompt: false`: its first pair
+    is then the first answer token with the prompt's last feature, staged by the decoder)."""
 
-    kind = Eagle.kind
     stateful = True
 
-    def __init__(self, eagle: Eagle, target: Model, tokens: list[int], hidden: mx.array):
+    def __init__(self, eagle: Any, target: Model, tokens: list[int], hidden: mx.array):
         self.eagle, self.target = eagle, target
+        self.kind, self.target_layers = eagle.kind, eagle.target_layers
         self.cache = DraftCache(KVCache(len(eagle.layers)))
         # feature i predicts the token after it; the last one waits for stage
         pairs = hidden.shape[0] - 1 if eagle.stage_prompt else 0
@@ -154,14 +158,17 @@ class EagleSession(TreeDrafter):
             if depth > 0:
                 positions, mask, lineage = scratch.step_inputs(lineage, depth)
                 feature = self.eagle(tokens.astype(mx.int32), feature, scratch, positions, mask)
-            return (lineage, feature), self.target.logits(feature)
+            return (lineage, feature), self.eagle.draft_logits(feature, self.target)
 
         return (mx.zeros((1, 1, 0), mx.int32), self.last[None, None]), step
+
+    def vocab_ids(self, head_ids: mx.array) -> mx.array:
+        return self.eagle.vocab_ids(head_ids)
 
 
 def load(folder: Path, dtype: mx.Dtype) -> Eagle:
     """An MLX EAGLE folder: config.json + model.safetensors (upstream keys)."""
-    config = _read_json(folder / CONFIG_FILE)
+    config = read_json(folder / CONFIG_FILE)
     weights_file = folder / WEIGHTS_FILE
     if not weights_file.is_file():
         raise DrafterLoadError(f"{folder}: no {WEIGHTS_FILE} (convert upstream EAGLE weights with `redrafter convert`)")
@@ -181,7 +188,7 @@ def build_eagle(config: dict[str, Any], weights: dict[str, mx.array], source: Pa
     return eagle
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text())
     except OSError:
@@ -201,12 +208,30 @@ def save(eagle: Eagle, folder: Path) -> Path:
 UPSTREAM_WEIGHTS = ("pytorch_model.bin", "model.safetensors")
 
 
-def is_upstream(folder: Path) -> bool:
-    """An upstream EAGLE folder: a one-layer Llama config beside weights with an `fc` layer."""
+def upstream_weights(folder: Path) -> Path | None:
+    """The weights file of an upstream EAGLE folder (any generation): one of UPSTREAM_WEIGHTS
+    beside a config.json; None when there is none."""
     weights = next((folder / n for n in UPSTREAM_WEIGHTS if (folder / n).is_file()), None)
-    if weights is None or not (folder / CONFIG_FILE).is_file():
-        return False
-    return "fc.weight" in checkpoint_keys(weights)
+    return weights if weights is not None and (folder / CONFIG_FILE).is_file() else None
+
+
+def read_upstream(src: Path, out: Path, force: bool, what: str) -> tuple[dict[str, Any], dict[str, mx.array], Path]:
+    """An upstream EAGLE checkpoint (a folder, or its weights file): its config, its weights and
+    the weights file, once OUT is known to be writable (`check_target`)."""
+    folder = src.parent if src.is_file() else src
+    weights_file = src if src.is_file() else next((src / n for n in UPSTREAM_WEIGHTS if (src / n).is_file()), None)
+    if weights_file is None:
+        raise DrafterLoadError(f"{src}: no {what} weights (expected {' or '.join(UPSTREAM_WEIGHTS)})")
+    check_target(out, force)
+    return read_json(folder / CONFIG_FILE), read_checkpoint(weights_file), weights_file
+
+
+def is_upstream(folder: Path) -> bool:
+    """An upstream EAGLE-1/2 folder: a one-layer Llama config beside weights with an `fc`
+    layer and `layers.*` (EAGLE-3's one is `midlayer.*`)."""
+    weights = upstream_weights(folder)
+    keys = checkpoint_keys(weights) if weights is not None else set()
+    return "fc.weight" in keys and any(key.startswith("layers.") for key in keys)
 
 
 def convert(
@@ -215,13 +240,8 @@ def convert(
     """An upstream EAGLE folder (config.json + pytorch_model.bin or model.safetensors) as an MLX
     EAGLE folder at OUT, every key and shape checked, sizes checked against the LLM's config."""
     src, out = Path(src).expanduser(), Path(out).expanduser().absolute()
-    folder = src.parent if src.is_file() else src
-    weights_file = src if src.is_file() else next((src / n for n in UPSTREAM_WEIGHTS if (src / n).is_file()), None)
-    if weights_file is None:
-        raise DrafterLoadError(f"{src}: no EAGLE weights (expected {' or '.join(UPSTREAM_WEIGHTS)})")
-    check_target(out, force)
-    weights = read_checkpoint(weights_file)
-    config = _read_json(folder / CONFIG_FILE) | {"model_type": MODEL_TYPE, "bias": "fc.bias" in weights}
+    config, weights, weights_file = read_upstream(src, out, force, "EAGLE")
+    config |= {"model_type": MODEL_TYPE, "bias": "fc.bias" in weights}
     eagle = build_eagle(config, weights, weights_file, dtype)
     if llm_config is not None:
         check_llm_config(eagle.args, llm_config)
