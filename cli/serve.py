@@ -67,6 +67,19 @@ def serve(
         str | None,
         typer.Option("--model-id", rich_help_panel=SERVER, help="The name clients pass as `model` (default: --model)."),
     ] = None,
+    max_body_bytes: Annotated[
+        int,
+        typer.Option("--max-body-bytes", min=1, rich_help_panel=SERVER, help="Larger request bodies get HTTP 413."),
+    ] = 1 << 20,
+    request_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--request-timeout",
+            min=0.001,
+            rich_help_panel=SERVER,
+            help="Seconds a request may take; past them its answer ends (finish_reason 'length').",
+        ),
+    ] = None,
     *,
     options: DecodingOptions,
 ) -> None:
@@ -78,7 +91,7 @@ def serve(
     """
     import uvicorn
 
-    from redrafter_mlx.serve.app import check_servable, serve_pipeline
+    from redrafter_mlx.serve.app import Limits, check_servable, serve_pipeline
 
     pipeline = load_pipeline(model, drafter, dtype, mode, draft_model)
     check_servable(pipeline)
@@ -93,6 +106,7 @@ def serve(
         max_batch=max_batch,
         max_queue=max_queue,
         api_key=api_key,
+        limits=Limits(max_body_bytes, request_timeout),
     )
     console.print(
         f"[dim]{runtime.describe(pipeline.dtype)}; drafting "

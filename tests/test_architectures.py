@@ -48,6 +48,19 @@ from .helpers import (
 )
 
 PROMPT = "Explain in one sentence why the sky is blue."
+MAMBA = {  # a recurrent model: its state cannot be rolled back
+    "model_type": "mamba",
+    "vocab_size": 49152,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "state_size": 8,
+    "num_hidden_layers": 2,
+    "conv_kernel": 4,
+    "use_bias": False,
+    "use_conv_bias": True,
+    "time_step_rank": 4,
+    "tie_word_embeddings": True,
+}
 ANSWER_TOKENS = 20
 
 
@@ -141,20 +154,7 @@ def test_a_4_bit_folder_verifies_and_decodes_like_mlx_lm(folders, tmp_path):
 
 
 def test_recurrent_architectures_are_refused_in_one_line(tmp_path, embedded_folder):
-    config = {
-        "model_type": "mamba",
-        "vocab_size": 49152,
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "state_size": 8,
-        "num_hidden_layers": 2,
-        "conv_kernel": 4,
-        "use_bias": False,
-        "use_conv_bias": True,
-        "time_step_rank": 4,
-        "tie_word_embeddings": True,
-    }
-    folder = write_arch_folder(tmp_path / "mamba", config, embedded_folder)
+    folder = write_arch_folder(tmp_path / "mamba", MAMBA, embedded_folder)
     with pytest.raises(ModelLoadError, match="recurrent state .*cannot be rolled back"):
         load(str(folder))
     before = {f.name: f.read_bytes() for f in folder.iterdir()}
@@ -276,3 +276,12 @@ def test_serve_answers_like_generate_on_a_sliding_window_model(folders):
         reply = client.post("/v1/chat/completions", json=request)
     assert reply.status_code == 200, reply.text
     assert reply.json()["choices"][0]["message"]["content"] == expected
+
+
+def test_info_names_what_verifies_the_model(folders, tmp_path, embedded_folder):
+    adapter = invoke_cli("info", "-M", folders["gemma3"]).stdout
+    assert "gemma3_text, 4 layers" in adapter and "verified by mlx-lm's gemma3 class" in adapter
+    assert "draft LLMs yes" in adapter and "hidden-state drafters yes" in adapter
+    assert "verified by the compiled Llama forward" in invoke_cli("info", "-M", folders["mistral"]).stdout
+    mamba = write_arch_folder(tmp_path / "mamba", MAMBA, embedded_folder)
+    assert "cannot load" in invoke_cli("info", "-M", mamba).stdout

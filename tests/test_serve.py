@@ -25,7 +25,7 @@ from redrafter_mlx.drafting.loading import load_drafter_for
 from redrafter_mlx.errors import InputError
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.profiling.load_test import free_port
-from redrafter_mlx.serve.app import serve_pipeline
+from redrafter_mlx.serve.app import Limits, serve_pipeline
 from redrafter_mlx.serve.replies import StopMatcher
 
 from .helpers import MORE_PROMPTS, REDRAFTER, assert_one_line_error, random_eagle
@@ -190,6 +190,35 @@ def test_bad_requests_get_openai_shaped_4xx(url, body, status, fragment):
     assert fragment in error["message"] and error["type"]
 
 
+NEUTRAL_CHAT = {  # what LangChain / AI-SDK shaped clients send when they mean "nothing special"
+    "logprobs": False,
+    "top_logprobs": 0,
+    "logit_bias": {},
+    "response_format": {"type": "text"},
+    "tool_choice": "none",
+    "presence_penalty": 0,
+    "n": 1,
+}
+
+
+def test_neutral_fields_clients_send_are_answered_and_others_named(url, pipeline):
+    chat = {"model": MODEL, "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 6, "temperature": 0}
+    plain = httpx.post(f"{url}/v1/chat/completions", json=chat).json()["choices"][0]["message"]["content"]
+    neutral = httpx.post(f"{url}/v1/chat/completions", json=chat | NEUTRAL_CHAT)
+    assert neutral.status_code == 200, neutral.text
+    assert neutral.json()["choices"][0]["message"]["content"] == plain
+    completion = {"model": MODEL, "prompt": "hi", "max_tokens": 4, "logprobs": None, "logit_bias": {}}
+    assert httpx.post(f"{url}/v1/completions", json=completion).status_code == 200
+    for field, value in [
+        ("logit_bias", {"42": 5}),
+        ("response_format", {"type": "json_object"}),
+        ("tool_choice", "auto"),
+        ("top_logprobs", 3),
+    ]:
+        reply = httpx.post(f"{url}/v1/chat/completions", json=chat | {field: value})
+        assert reply.status_code == 400 and reply.json()["error"]["message"].startswith(field), (field, reply.text)
+
+
 def test_a_prompt_past_the_context_is_refused(url):
     reply = httpx.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": "word " * 9000, "max_tokens": 4})
     assert reply.status_code == 400 and reply.json()["error"]["code"] == "context_length_exceeded"
@@ -245,8 +274,29 @@ def test_a_full_queue_answers_429_and_an_api_key_is_required(pipeline):
         replies = asyncio.run(burst())
         codes = sorted(r.status_code for r in replies)
         assert codes[0] == 200 and codes[-1] == 429  # one decodes, one waits, the rest are refused
-        refused = next(r for r in replies if r.status_code == 429).json()["error"]
-        assert refused["type"] == "rate_limit_error"
+        refused = next(r for r in replies if r.status_code == 429)
+        assert refused.json()["error"]["type"] == "rate_limit_error"
+        assert refused.headers["retry-after"] == "1"
+
+
+def test_a_large_body_gets_413_and_a_late_request_ends_and_frees_its_row(pipeline):
+    with running(pipeline, limits=Limits(max_body_bytes=400, request_timeout=1.0)) as base:
+        story = [{"role": "user", "content": "Tell me a long story about a dragon."}]
+        body = {"model": MODEL, "messages": story, "max_tokens": 400, "temperature": 0}
+        large = httpx.post(f"{base}/v1/chat/completions", json=body | {"messages": story * 10})
+        assert large.status_code == 413 and "--max-body-bytes" in large.json()["error"]["message"]
+        late = httpx.post(f"{base}/v1/chat/completions", json=body, timeout=60)
+        assert late.status_code == 200, late.text
+        assert late.json()["choices"][0]["finish_reason"] == "length", late.text
+        assert late.json()["usage"]["completion_tokens"] < 400  # cut by the deadline, not max_tokens
+        streamed = httpx.post(f"{base}/v1/chat/completions", json=body | {"stream": True}, timeout=60).text
+        assert '"finish_reason": "length"' in streamed and streamed.endswith("data: [DONE]\n\n")
+        for _ in range(100):  # the rows are freed before the engine's next step
+            if httpx.get(f"{base}/health").json()["running"] == 0:
+                break
+            time.sleep(0.05)
+        health = httpx.get(f"{base}/health").json()
+        assert health["running"] == 0 and health["queued"] == 0
 
 
 def test_stateful_drafters_are_refused_in_one_line(embedded):

@@ -9,6 +9,8 @@ matched on the text (the row leaves the batch as soon as one appears). Every ref
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -38,9 +40,19 @@ class ApiError(Exception):
         param: str | None = None,
         code: str | None = None,
         kind: str = "invalid_request_error",
+        headers: dict[str, str] | None = None,
     ):
         super().__init__(message)
-        self.status, self.body = status, error_body(message, kind, param, code)
+        self.status, self.body, self.headers = status, error_body(message, kind, param, code), headers
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may take: its body's size, and its time from arrival to its last
+    token (None: no deadline; past it the answer ends with finish_reason "length")."""
+
+    max_body_bytes: int = 1 << 20
+    request_timeout: float | None = None
 
 
 @dataclass
@@ -55,6 +67,7 @@ class ServerInfo:
     defaults: DecodingOptions  # the server's --max-tokens and --temp
     drafter: str  # the drafter kind, or "none"
     api_key: str | None = None
+    limits: Limits = Limits()
 
 
 def prompt_ids(info: ServerInfo, body: ChatRequest | CompletionRequest) -> list[int]:
@@ -119,6 +132,7 @@ def serve_pipeline(
     max_batch: int = 8,
     max_queue: int = 64,
     api_key: str | None = None,
+    limits: Limits = Limits(),
 ) -> FastAPI:
     """The app for a loaded pipeline (a stateless drafter or none): its engine decodes up to
     `max_batch` requests per step with tree `shape`; `defaults` fill a request's missing
@@ -139,6 +153,7 @@ def serve_pipeline(
         defaults=defaults,
         drafter=drafter.kind if drafter else "none",
         api_key=api_key,
+        limits=limits,
     )
     return create_app(Engine(make_decoder, max_batch=max_batch, max_queue=max_queue), info)
 
@@ -154,13 +169,24 @@ def create_app(engine: Engine, info: ServerInfo) -> FastAPI:
         if info.api_key and request.headers.get("authorization") != f"Bearer {info.api_key}":
             raise ApiError(401, "invalid or missing API key", code="invalid_api_key")
 
-    # A dependency, not a middleware: Starlette's middlewares wrap `receive`, which hides a
+    async def check_size(request: HttpRequest) -> None:
+        declared = request.headers.get("content-length", "")
+        size = int(declared) if declared.isdigit() else len(await request.body())
+        if size > info.limits.max_body_bytes:
+            raise ApiError(
+                413,
+                f"the request body is {size} bytes; this server takes at most {info.limits.max_body_bytes} "
+                "(--max-body-bytes)",
+                code="request_too_large",
+            )
+
+    # Dependencies, not middlewares: Starlette's middlewares wrap `receive`, which hides a
     # client's disconnect from the handlers.
-    app = FastAPI(title="redrafter-mlx", lifespan=lifespan, dependencies=[Depends(check_key)])
+    app = FastAPI(title="redrafter-mlx", lifespan=lifespan, dependencies=[Depends(check_key), Depends(check_size)])
 
     @app.exception_handler(ApiError)
     async def api_error(_, error: ApiError):
-        return JSONResponse(error.body, status_code=error.status)
+        return JSONResponse(error.body, status_code=error.status, headers=error.headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_, error: RequestValidationError):
@@ -206,15 +232,22 @@ def create_app(engine: Engine, info: ServerInfo) -> FastAPI:
             ticket = engine.submit(request)
         except QueueFull as full:
             raise ApiError(
-                429, f"the server is busy: {full}", code="rate_limit_exceeded", kind="rate_limit_error"
+                429,
+                f"the server is busy: {full}",
+                code="rate_limit_exceeded",
+                kind="rate_limit_error",
+                headers={"Retry-After": "1"},
             ) from None
+        timeout = info.limits.request_timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
         reply = Reply(chat, info.model_id, len(request.prompt))
         answer = Answer(info.tokenizer, body.stop)
         if body.stream:
             usage = bool(body.stream_options and body.stream_options.include_usage)
-            return StreamingResponse(stream(engine, ticket, answer, reply, usage), media_type="text/event-stream")
+            events = stream(engine, ticket, answer, reply, usage, deadline)
+            return StreamingResponse(events, media_type="text/event-stream")
         text = ""
-        async for piece in updates(engine, ticket, answer):
+        async for piece in updates(engine, ticket, answer, deadline):
             text += piece
             if await http.is_disconnected():  # nobody to answer: free the row now
                 break
@@ -223,12 +256,19 @@ def create_app(engine: Engine, info: ServerInfo) -> FastAPI:
     return app
 
 
-async def updates(engine: Engine, ticket: Ticket, answer: Answer) -> AsyncIterator[str]:
-    """The answer's text, piece by piece, until it finishes; the row is freed however this
-    ends (finished, stopped by a stop string, or the consumer gone)."""
+async def updates(engine: Engine, ticket: Ticket, answer: Answer, deadline: float | None = None) -> AsyncIterator[str]:
+    """The answer's text, piece by piece, until it finishes or its `deadline` (monotonic
+    seconds) passes; the row is freed however this ends (finished, stopped by a stop string,
+    out of time, or the consumer gone)."""
     try:
         while answer.finish_reason is None:
-            event = await ticket.events.get()
+            try:
+                left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                event = await asyncio.wait_for(ticket.events.get(), left)
+            except asyncio.TimeoutError:
+                answer.finish_reason = "length"
+                engine.cancel(ticket)
+                break
             if isinstance(event, Exception):
                 raise ApiError(500, f"decoding failed: {event}", kind="server_error")
             piece = answer.add(event)
@@ -239,11 +279,13 @@ async def updates(engine: Engine, ticket: Ticket, answer: Answer) -> AsyncIterat
             engine.cancel(ticket)
 
 
-async def stream(engine: Engine, ticket: Ticket, answer: Answer, reply: Reply, usage: bool) -> AsyncIterator[str]:
+async def stream(
+    engine: Engine, ticket: Ticket, answer: Answer, reply: Reply, usage: bool, deadline: float | None
+) -> AsyncIterator[str]:
     if reply.chat:
         yield sse(reply.chunk(role=True))
     try:
-        async for piece in updates(engine, ticket, answer):
+        async for piece in updates(engine, ticket, answer, deadline):
             yield sse(reply.chunk(piece))
     except ApiError as error:
         yield sse(error.body)

@@ -1,9 +1,11 @@
 """The OpenAI request bodies the server takes, checked field by field.
 
 Unknown fields are refused rather than ignored, so a client never believes a setting took
-effect that did not; the fields OpenAI clients commonly send with neutral values (`n=1`,
-`user`, zero penalties, `stream_options`) are accepted. `top_k` is an extension, as in
-mlx-lm's server.
+effect that did not; the fields OpenAI clients (LangChain, the AI SDK) commonly send with
+neutral values (`n=1`, `user`, zero penalties, `stream_options`, `logprobs: false`,
+`top_logprobs: 0`, `logit_bias: {}`, `response_format: {"type": "text"}`, `tool_choice:
+"none"`) are accepted, and any other value of them is refused naming the field. `top_k` is an
+extension, as in mlx-lm's server.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ class Strict(BaseModel):
 
 class StreamOptions(Strict):
     include_usage: bool = False
+
+
+class ResponseFormat(Strict):
+    type: Literal["text"]
 
 
 class TextPart(Strict):
@@ -53,6 +59,14 @@ class Sampling(Strict):
     user: str | None = None
     presence_penalty: Literal[0, 0.0] = 0.0
     frequency_penalty: Literal[0, 0.0] = 0.0
+    logit_bias: dict[str, float] | None = None
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _no_bias(cls, bias: dict[str, float] | None) -> None:
+        if bias:
+            raise ValueError("only an empty logit_bias is supported")
+        return None
 
     @field_validator("stop")
     @classmethod
@@ -66,11 +80,16 @@ class Sampling(Strict):
 class ChatRequest(Sampling):
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: int | None = Field(None, ge=1)
+    logprobs: Literal[False] | None = None
+    top_logprobs: Literal[0] | None = None
+    response_format: ResponseFormat | None = None
+    tool_choice: Literal["none"] | None = None
 
 
 class CompletionRequest(Sampling):
     prompt: str | list[int] = Field(min_length=1)
     echo: Literal[False] = False
+    logprobs: Literal[0] | None = None
 
 
 def error_body(
