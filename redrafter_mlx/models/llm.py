@@ -2,7 +2,7 @@
 that every path shares.
 
 Two forwards implement `LLM`: `llama.Model`, this project's compiled Llama (the embedded
-model and every plain Llama/Mistral folder: measured 7-12% faster per verify pass on a CPU),
+model and every plain Llama/Mistral folder: measured 5-13% faster per verify pass on a CPU),
 and `adapter.TreeModel`, any other mlx-lm architecture through mlx-lm's own classes.
 """
 
