@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 
 from .errors import InputError
-from .sampling import Sampler, make_greedy_or_sampler
+from .sampling import BiasedSampler, Sampler, make_greedy_or_sampler
 
 SAMPLING_FIELDS = ("temp", "top_p", "top_k", "seed")
 TREE_FIELDS = ("beam_width", "beam_length", "search_width", "node_budget", "lookup", "adaptive")
@@ -35,6 +35,7 @@ class DecodingOptions:
     node_budget: int | None = None  # N: tokens verified at most, the likeliest prefixes (None: auto; 0: all)
     lookup: bool = True  # a copy of the text's earlier continuation may take the last beam
     adaptive: bool = True  # no beam_length: a `StepController` picks each step's tree, or a plain step
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, bias) pairs added to the LLM's logits
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -51,6 +52,8 @@ class DecodingOptions:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise InputError(f"{name} must be >= 1, got {value}")
+        if any(not math.isfinite(bias) for _, bias in self.logit_bias):
+            raise InputError("logit_bias values must be finite numbers")
         if self.node_budget is not None and (self.node_budget < 0 or self.node_budget == 1):
             raise InputError(
                 f"node budget must be 0 (none) or >= 2 (the guaranteed token and a draft), got {self.node_budget}"
@@ -58,5 +61,7 @@ class DecodingOptions:
 
     def sampler(self, key: mx.array | None = None) -> Sampler:
         """Argmax at temp 0, else mlx-lm's top-p/top-k categorical sampler (drawing with
-        `key` when given, else with MLX's global generator)."""
-        return make_greedy_or_sampler(self.temp, self.top_p, self.top_k, key)
+        `key` when given, else with MLX's global generator), over the biased logits when
+        `logit_bias` is set."""
+        sampler = make_greedy_or_sampler(self.temp, self.top_p, self.top_k, key)
+        return BiasedSampler(sampler, dict(self.logit_bias)) if self.logit_bias else sampler

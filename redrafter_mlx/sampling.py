@@ -40,6 +40,25 @@ def make_greedy_or_sampler(
     return sample
 
 
+class BiasedSampler:
+    """`sampler` over the logits plus a per-token bias (OpenAI's `logit_bias`). The bias is part
+    of the target distribution: plain decoding, the verify pass and acceptance all read it
+    through `sampler_scores`, so speculative decoding stays exactly plain decoding's."""
+
+    def __init__(self, sampler: Sampler, bias: dict[int, float]):
+        self.inner = sampler
+        self.ids = mx.array(list(bias), mx.int32)
+        self.values = mx.array(list(bias.values()), mx.float32)
+
+    def __call__(self, scores: mx.array) -> mx.array:
+        return self.inner(scores)
+
+    def apply(self, logits: mx.array) -> mx.array:
+        """logits (..., V) with the bias added to its tokens' columns."""
+        dense = mx.zeros((logits.shape[-1],), logits.dtype).at[self.ids].add(self.values.astype(logits.dtype))
+        return logits + dense
+
+
 def log_softmax(logits: mx.array) -> mx.array:
     return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
 
@@ -51,4 +70,6 @@ def sampler_scores(sampler: Sampler, logits: mx.array) -> mx.array:
     row on a CPU (transcendental ops run as scalar code there), i.e. about 10% of a
     12-token verify pass.
     """
+    if isinstance(sampler, BiasedSampler):
+        logits, sampler = sampler.apply(logits), sampler.inner
     return logits if sampler is greedy else log_softmax(logits)

@@ -15,20 +15,25 @@ from contextlib import contextmanager
 
 import httpx
 import mlx.core as mx
+import numpy as np
 import pytest
 import uvicorn
 from openai import AsyncOpenAI, OpenAI
 
 from redrafter_mlx.api import Pipeline, generate
+from redrafter_mlx.decoding.loop import generate_ar, generate_redrafter
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.loading import load_drafter_for
 from redrafter_mlx.errors import InputError
+from redrafter_mlx.models.llm import prefill
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.profiling.load_test import free_port
+from redrafter_mlx.prompting import encode_prompt
 from redrafter_mlx.serve.app import Limits, serve_pipeline
 from redrafter_mlx.serve.replies import StopMatcher
+from redrafter_mlx.tuning import DraftPlan
 
-from .helpers import MORE_PROMPTS, REDRAFTER, assert_one_line_error, random_eagle
+from .helpers import MORE_PROMPTS, REDRAFTER, assert_one_line_error, collect, random_eagle
 
 SHAPE = TreeShape(3, 4, 8)
 MODEL = "smollm2-135m"
@@ -210,13 +215,41 @@ def test_neutral_fields_clients_send_are_answered_and_others_named(url, pipeline
     completion = {"model": MODEL, "prompt": "hi", "max_tokens": 4, "logprobs": None, "logit_bias": {}}
     assert httpx.post(f"{url}/v1/completions", json=completion).status_code == 200
     for field, value in [
-        ("logit_bias", {"42": 5}),
+        ("logit_bias", {"99999999": 5}),
         ("response_format", {"type": "json_object"}),
         ("tool_choice", "auto"),
         ("top_logprobs", 3),
     ]:
         reply = httpx.post(f"{url}/v1/chat/completions", json=chat | {field: value})
         assert reply.status_code == 400 and reply.json()["error"]["message"].startswith(field), (field, reply.text)
+
+
+def test_logit_bias_is_exact_in_decoding_and_served(pipeline, url):
+    """Greedy decoding with a bias equals plain decoding with the same bias (whose first token
+    is the argmax of the biased logits, computed here), not the unbiased answer."""
+    model, drafter = pipeline.loaded.model, pipeline.drafter
+    ids = encode_prompt(pipeline.tokenizer, "Name three colours.")
+    unbiased, _ = collect(generate_ar(model, ids, max_tokens=12))
+    options = DecodingOptions(logit_bias=((unbiased[0], -100.0), (unbiased[1], 3.0)))
+    plain, _ = collect(generate_ar(model, ids, max_tokens=12, sampler=options.sampler()))
+    drafted, _ = collect(
+        generate_redrafter(model, drafter, ids, DraftPlan(SHAPE), max_tokens=12, sampler=options.sampler())
+    )
+    logits = np.array(model.logits(prefill(model, mx.array(ids, mx.uint32), model.make_cache())[-1]))
+    logits[unbiased[0]] -= 100.0
+    logits[unbiased[1]] += 3.0
+    assert drafted == plain and plain[0] == int(logits.argmax()) != unbiased[0]
+    banned = DecodingOptions(
+        max_tokens=12,
+        beam_width=SHAPE.beam_width,
+        beam_length=SHAPE.beam_length,
+        search_width=SHAPE.search_width,
+        logit_bias=((unbiased[0], -100.0),),
+    )
+    chat = {"model": MODEL, "messages": [{"role": "user", "content": "Name three colours."}], "temperature": 0}
+    reply = httpx.post(f"{url}/v1/chat/completions", json=chat | {"max_tokens": 12, "logit_bias": {unbiased[0]: -100}})
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["choices"][0]["message"]["content"] == generate(pipeline, "Name three colours.", banned)
 
 
 def test_a_prompt_past_the_context_is_refused(url):

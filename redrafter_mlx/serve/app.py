@@ -100,6 +100,9 @@ def decoding_request(info: ServerInfo, body: ChatRequest | CompletionRequest) ->
             "messages" if isinstance(body, ChatRequest) else "prompt",
             "context_length_exceeded",
         )
+    bias = body.logit_bias or {}
+    if any(not 0 <= token < info.vocab_size for token in bias):
+        raise ApiError(400, f"logit_bias: token ids must be in [0, {info.vocab_size})", "logit_bias")
     max_tokens = asked or min(info.defaults.max_tokens, limit - len(ids) if limit else info.defaults.max_tokens)
     temp = info.defaults.temp if body.temperature is None else body.temperature
     options = DecodingOptions(
@@ -108,6 +111,7 @@ def decoding_request(info: ServerInfo, body: ChatRequest | CompletionRequest) ->
         top_p=0.0 if body.top_p in (None, 1) else body.top_p,
         top_k=body.top_k or 0,
         seed=body.seed,
+        logit_bias=tuple(sorted(bias.items())),
     )
     return Request(ids, options)
 

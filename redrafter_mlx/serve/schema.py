@@ -3,9 +3,9 @@
 Unknown fields are refused rather than ignored, so a client never believes a setting took
 effect that did not; the fields OpenAI clients (LangChain, the AI SDK) commonly send with
 neutral values (`n=1`, `user`, zero penalties, `stream_options`, `logprobs: false`,
-`top_logprobs: 0`, `logit_bias: {}`, `response_format: {"type": "text"}`, `tool_choice:
-"none"`) are accepted, and any other value of them is refused naming the field. `top_k` is an
-extension, as in mlx-lm's server.
+`top_logprobs: 0`, `response_format: {"type": "text"}`, `tool_choice: "none"`) are accepted,
+and any other value of them is refused naming the field. `logit_bias` (token id -> -100..100,
+as OpenAI's) is applied exactly. `top_k` is an extension, as in mlx-lm's server.
 """
 
 from __future__ import annotations
@@ -59,14 +59,7 @@ class Sampling(Strict):
     user: str | None = None
     presence_penalty: Literal[0, 0.0] = 0.0
     frequency_penalty: Literal[0, 0.0] = 0.0
-    logit_bias: dict[str, float] | None = None
-
-    @field_validator("logit_bias")
-    @classmethod
-    def _no_bias(cls, bias: dict[str, float] | None) -> None:
-        if bias:
-            raise ValueError("only an empty logit_bias is supported")
-        return None
+    logit_bias: dict[int, Annotated[float, Field(ge=-100, le=100)]] | None = None
 
     @field_validator("stop")
     @classmethod
