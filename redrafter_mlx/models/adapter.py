@@ -25,6 +25,7 @@ from mlx_lm.models.cache import RotatingKVCache
 
 from .cache import BatchKVCache, KVCache
 from .llm import Mask
+from .rope import PositionedRoPE
 
 ROLLBACK_CACHES = (MlxKVCache, RotatingKVCache)  # per-layer caches a tree verifier can stand in for
 # Architectures whose attention masks scores grouped per key/value head, (B, kv, repeats, T, S):
@@ -45,26 +46,6 @@ class Dimensions:
     hidden_size: int
     vocab_size: int
     max_position_embeddings: int | None
-
-
-class PositionedRoPE(nn.Module):
-    """A layer's RoPE that also takes per-token positions (B, T) as its offset.
-
-    `mx.fast.rope` takes one offset per batch row, so per-token positions are applied by
-    moving every token into its own row; an int or (B,) offset goes straight through.
-    """
-
-    def __init__(self, rope: nn.Module):
-        super().__init__()
-        self.inner = rope
-
-    def __call__(self, x: mx.array, offset: int | mx.array = 0) -> mx.array:
-        if not isinstance(offset, mx.array) or offset.ndim < 2:
-            return self.inner(x, offset=offset)
-        B, H, T, D = x.shape
-        rows = x.transpose(0, 2, 1, 3).reshape(B * T, H, 1, D)
-        rows = self.inner(rows, offset=offset.reshape(-1))
-        return rows.reshape(B, T, H, D).transpose(0, 2, 1, 3)
 
 
 _RECORDING: dict[type, type] = {}  # layer class -> its subclass that reports its input
@@ -155,9 +136,8 @@ class TreeModel(nn.Module):
         for layer in text.model.layers:
             _report_inputs(layer)
         args = text.args if hasattr(text, "args") else model.args
-        self.model_type = getattr(args, "model_type", "") or type(text).__module__.rsplit(".", 1)[-1]
         self.args = Dimensions(
-            model_type=self.model_type,
+            model_type=getattr(args, "model_type", "") or type(text).__module__.rsplit(".", 1)[-1],
             num_hidden_layers=len(text.model.layers),
             hidden_size=args.hidden_size,
             vocab_size=args.vocab_size,
@@ -176,7 +156,7 @@ class TreeModel(nn.Module):
         cache = cache if cache is not None else self.make_cache()
         if isinstance(mask, str) and tokens.shape[1] == 1:
             mask = None
-        block = _Block(cache, positions, mask, self.model_type in GROUPED_SCORES)
+        block = _Block(cache, positions, mask, self.args.model_type in GROUPED_SCORES)
         views = [_LayerView(block, i) for i in range(self.args.num_hidden_layers)]
         if not taps:
             return self._text.model(tokens, cache=views)

@@ -20,6 +20,7 @@ from mlx_lm.models.rope_utils import initialize_rope
 from ..runtime import fastmath
 from .cache import KVCache
 from .llm import Mask
+from .rope import PositionedRoPE
 
 # Blocks up to this long per row run compiled layers; longer ones (prefill) would retrace per length.
 COMPILED_MAX_TOKENS = 64
@@ -37,26 +38,15 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(args.hidden_size, self.n_kv_heads * self.head_dim, bias=bias)
         self.v_proj = nn.Linear(args.hidden_size, self.n_kv_heads * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, args.hidden_size, bias=bias)
-        self.rope = initialize_rope(
-            self.head_dim,
-            args.rope_theta,
-            args.rope_traditional,
-            args.rope_scaling,
-            args.max_position_embeddings,
+        self.rope = PositionedRoPE(
+            initialize_rope(
+                self.head_dim,
+                args.rope_theta,
+                args.rope_traditional,
+                args.rope_scaling,
+                args.max_position_embeddings,
+            )
         )
-
-    def _rotate(self, x: mx.array, positions: mx.array | int) -> mx.array:
-        """RoPE at a contiguous offset (int) or at arbitrary per-token positions (B, T).
-
-        `mx.fast.rope` takes one offset per batch row, so arbitrary positions are applied
-        by moving every token into its own batch row.
-        """
-        if isinstance(positions, int):
-            return self.rope(x, offset=positions)
-        B, H, T, D = x.shape
-        rows = x.transpose(0, 2, 1, 3).reshape(B * T, H, 1, D)
-        rows = self.rope(rows, offset=positions.reshape(-1))
-        return rows.reshape(B, T, H, D).transpose(0, 2, 1, 3)
 
     def project(self, x: mx.array, positions: mx.array | int) -> tuple[mx.array, mx.array, mx.array]:
         """Queries, keys and values (B, heads, T, Dh) of `x` (B, T, D), RoPE applied."""
@@ -64,7 +54,7 @@ class Attention(nn.Module):
         q = self.q_proj(x).reshape(B, T, self.n_heads, -1).transpose(0, 2, 1, 3)
         k = self.k_proj(x).reshape(B, T, self.n_kv_heads, -1).transpose(0, 2, 1, 3)
         v = self.v_proj(x).reshape(B, T, self.n_kv_heads, -1).transpose(0, 2, 1, 3)
-        return self._rotate(q, positions), self._rotate(k, positions), v
+        return self.rope(q, positions), self.rope(k, positions), v
 
     def attend(self, q: mx.array, k: mx.array, v: mx.array, mask: Mask, cache: KVCache | None, layer: int) -> mx.array:
         """Attention over the cache and this block (B, heads, T, Dh); writes the block's keys

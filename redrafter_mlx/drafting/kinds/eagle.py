@@ -48,7 +48,8 @@ from ...formats.checkpoint import (
 )
 from ...formats.target_llm import check_llm_config
 from ...models.cache import KVCache
-from ...models.llama import MLP, Attention, Model
+from ...models.llama import MLP, Attention
+from ...models.llm import LLM
 from ...runtime import fastmath
 from ..seam import StepFn, TreeDrafter
 from ..tree_cache import DraftCache
@@ -84,6 +85,7 @@ class Eagle(nn.Module, TreeDrafter):
     """The EAGLE draft network; `open` gives the per-generation session with its KV cache."""
 
     kind = "eagle"
+    label = "EAGLE"  # in messages
     stateful = True
 
     def __init__(self, config: dict[str, Any]):
@@ -126,7 +128,7 @@ class EagleSession(TreeDrafter):
 
     stateful = True
 
-    def __init__(self, eagle: Any, target: Model, tokens: list[int], hidden: mx.array):
+    def __init__(self, eagle: Any, target: LLM, tokens: list[int], hidden: mx.array):
         self.eagle, self.target = eagle, target
         self.kind, self.target_layers = eagle.kind, eagle.target_layers
         self.cache = DraftCache(KVCache(len(eagle.layers)))
@@ -166,23 +168,29 @@ class EagleSession(TreeDrafter):
         return self.eagle.vocab_ids(head_ids)
 
 
-def load(folder: Path, dtype: mx.Dtype) -> Eagle:
-    """An MLX EAGLE folder: config.json + model.safetensors (upstream keys)."""
+def load(folder: Path, dtype: mx.Dtype, network: type = Eagle) -> Any:
+    """An MLX EAGLE folder (`network`: Eagle, or EAGLE-3's): config.json + model.safetensors
+    (upstream keys)."""
     config = read_json(folder / CONFIG_FILE)
     weights_file = folder / WEIGHTS_FILE
     if not weights_file.is_file():
-        raise DrafterLoadError(f"{folder}: no {WEIGHTS_FILE} (convert upstream EAGLE weights with `redrafter convert`)")
-    eagle = build_eagle(config, read_weights(folder), weights_file, dtype)
+        raise DrafterLoadError(
+            f"{folder}: no {WEIGHTS_FILE} (convert upstream {network.label} weights with `redrafter convert`)"
+        )
+    eagle = build_eagle(config, read_weights(folder), weights_file, dtype, network)
     eagle.source = folder
     return eagle
 
 
-def build_eagle(config: dict[str, Any], weights: dict[str, mx.array], source: Path, dtype: mx.Dtype) -> Eagle:
-    """An Eagle of `config` holding `weights` after checking every key and shape."""
+def build_eagle(
+    config: dict[str, Any], weights: dict[str, mx.array], source: Path, dtype: mx.Dtype, network: type = Eagle
+) -> Any:
+    """A `network` (Eagle, or EAGLE-3's) of `config` holding `weights` after checking every
+    key and shape."""
     try:
-        eagle = Eagle(config)
-    except (TypeError, KeyError, ValueError) as e:
-        raise DrafterLoadError(f"{source}: not an EAGLE config ({e})") from None
+        eagle = network(config)
+    except (TypeError, KeyError, ValueError, AttributeError) as e:
+        raise DrafterLoadError(f"{source}: not an {network.label} config ({e})") from None
     check_weights(dict(tree_flatten(eagle.parameters())), weights, source)
     eagle.load_weights([(k, cast_floats(v, dtype)) for k, v in weights.items()])
     return eagle

@@ -23,22 +23,17 @@ from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
-from mlx.utils import tree_flatten
 from mlx_lm.models.llama import ModelArgs
 
 from ...errors import DrafterLoadError
 from ...formats.checkpoint import (
-    CONFIG_FILE,
-    WEIGHTS_FILE,
-    cast_floats,
-    check_weights,
     checkpoint_keys,
-    read_weights,
     save_staged,
 )
 from ...models.llama import Attention
 from ..seam import TreeDrafter
-from .eagle import EagleMLP, EagleSession, read_json, read_upstream, save, upstream_weights
+from .eagle import EagleMLP, EagleSession, build_eagle, read_upstream, save, upstream_weights
+from .eagle import load as load_eagle
 
 MODEL_TYPE = "eagle3_drafter"
 
@@ -80,6 +75,7 @@ class Eagle3(nn.Module, TreeDrafter):
     """The EAGLE-3 draft network; as a drafter it runs through `EagleSession` (`open`)."""
 
     kind = "eagle3"
+    label = "EAGLE-3"  # in messages
     stateful = True
     stage_prompt = True
 
@@ -150,28 +146,9 @@ class Eagle3(nn.Module, TreeDrafter):
         return EagleSession(self, model, tokens, hidden)
 
 
-def build_eagle3(config: dict[str, Any], weights: dict[str, mx.array], source: Path, dtype: mx.Dtype) -> Eagle3:
-    """An Eagle3 of `config` holding `weights` after checking every key and shape."""
-    try:
-        eagle = Eagle3(config)
-    except (TypeError, KeyError, ValueError, AttributeError) as e:
-        raise DrafterLoadError(f"{source}: not an EAGLE-3 config ({e})") from None
-    check_weights(dict(tree_flatten(eagle.parameters())), weights, source)
-    eagle.load_weights([(k, cast_floats(v, dtype)) for k, v in weights.items()])
-    eagle.freeze()
-    return eagle
-
-
 def load(folder: Path, dtype: mx.Dtype) -> Eagle3:
     """An MLX EAGLE-3 folder: config.json + model.safetensors (upstream keys)."""
-    config = read_json(folder / CONFIG_FILE)
-    if not (folder / WEIGHTS_FILE).is_file():
-        raise DrafterLoadError(
-            f"{folder}: no {WEIGHTS_FILE} (convert upstream EAGLE-3 weights with `redrafter convert`)"
-        )
-    eagle = build_eagle3(config, read_weights(folder), folder / WEIGHTS_FILE, dtype)
-    eagle.source = folder
-    return eagle
+    return load_eagle(folder, dtype, Eagle3)
 
 
 def is_upstream(folder: Path) -> bool:
@@ -188,7 +165,7 @@ def convert(
     src, out = Path(src).expanduser(), Path(out).expanduser().absolute()
     config, weights, weights_file = read_upstream(src, out, force, "EAGLE-3")
     weights.pop("embed_tokens.weight", None)  # the target's own, when a checkpoint carries a copy
-    eagle = build_eagle3(config | {"model_type": MODEL_TYPE}, weights, weights_file, dtype)
+    eagle = build_eagle(config | {"model_type": MODEL_TYPE}, weights, weights_file, dtype, Eagle3)
     if llm_config is not None:
         eagle.source = src
         sizes = (llm_config.get(k) for k in ("vocab_size", "hidden_size", "num_hidden_layers"))
