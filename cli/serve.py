@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from redrafter_mlx import runtime
+from redrafter_mlx.decoding.batch import PREFILL_BUDGET
 from redrafter_mlx.formats.loading import DEFAULT_MODEL
 from redrafter_mlx.options import DecodingOptions
 
@@ -28,7 +29,7 @@ SERVER = "Server"
 
 @app.command()
 @friendly_errors
-@decoding_options(512, "temp", "beam_width", "beam_length", "search_width", "node_budget", "lookup")
+@decoding_options(512, "temp", "beam_width", "beam_length", "search_width", "node_budget", "lookup", "adaptive")
 def serve(
     model: ModelOpt = DEFAULT_MODEL,
     drafter: DrafterOpt = None,
@@ -80,6 +81,24 @@ def serve(
             help="Seconds a request may take; past them its answer ends (finish_reason 'length').",
         ),
     ] = None,
+    prompt_cache_bytes: Annotated[
+        int,
+        typer.Option(
+            "--prompt-cache-bytes",
+            min=0,
+            rich_help_panel=SERVER,
+            help="Bytes of finished requests' keys/values kept for prompts that repeat them (0: none).",
+        ),
+    ] = 1 << 30,
+    prefill_budget: Annotated[
+        int,
+        typer.Option(
+            "--prefill-budget",
+            min=1,
+            rich_help_panel=SERVER,
+            help="Prompt tokens a joining request prefills per step while others decode.",
+        ),
+    ] = PREFILL_BUDGET,
     *,
     options: DecodingOptions,
 ) -> None:
@@ -87,30 +106,32 @@ def serve(
 
     Requests are decoded together: every step verifies all running requests' candidate trees
     in one forward pass, and requests join and leave between steps. --max-tokens and --temp
-    are the defaults for requests that do not set max_tokens or temperature.
+    are the defaults for requests that do not set max_tokens or temperature. With --adaptive
+    (the default) each step drafts the tree, or nothing, that is fastest for the rows running.
     """
     import uvicorn
 
-    from redrafter_mlx.serve.app import Limits, check_servable, serve_pipeline
+    from redrafter_mlx.serve.app import Batching, Limits, check_servable, serve_pipeline
 
     pipeline = load_pipeline(model, drafter, dtype, mode, draft_model)
     check_servable(pipeline)
     drafting = plan(pipeline, options)
     shape = drafting.shape if drafting else None
+    adaptive = options.adaptive and options.beam_length is None  # an explicit length is kept
     app_ = serve_pipeline(
         pipeline,
         model_id=model_id or model,
         shape=shape,
         lookup=options.lookup,
         defaults=options,
-        max_batch=max_batch,
-        max_queue=max_queue,
+        batching=Batching(max_batch, max_queue, prefill_budget, prompt_cache_bytes, adaptive),
         api_key=api_key,
         limits=Limits(max_body_bytes, request_timeout),
     )
     console.print(
         f"[dim]{runtime.describe(pipeline.dtype)}; drafting "
-        f"{shape if shape else 'nothing (plain decoding)'}; up to {max_batch} requests per step[/dim]"
+        f"{shape if shape else 'nothing (plain decoding)'}"
+        f"{' or less as the batch grows' if shape and adaptive else ''}; up to {max_batch} requests per step[/dim]"
     )
     console.print(f"serving {model_id or model!r} on http://{host}:{port}/v1 (Ctrl-C stops it)")
     uvicorn.run(app_, host=host, port=port, log_level="warning", timeout_graceful_shutdown=30)

@@ -33,12 +33,12 @@ def run_batch(
     decoder = BatchDecoder(
         pipeline.loaded.model, pipeline.drafter, shape, lookup=options.lookup, eos_ids=pipeline.tokenizer.eos_token_ids
     )
-    answers: dict[int, list[int]] = {}
     per_step: list[float] = []
     tic = time.perf_counter()
+    answers = {handle: [] for handle in range(len(prompts))}
     for handle, ids in enumerate(prompts):
-        answers[handle] = list(decoder.add(handle, Request(ids, options)).tokens)
-    while decoder.rows:
+        decoder.add(handle, Request(ids, options))
+    while decoder.busy:
         for update in decoder.step():
             answers[update.handle] += update.tokens
             if update.finish_reason:

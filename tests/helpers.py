@@ -753,11 +753,11 @@ def run_batch(
 
     waiting = list(enumerate(requests))
     steps = 0
-    while waiting or decoder.rows:
-        if waiting and (not join_every or steps % join_every == 0 or not decoder.rows):
+    while waiting or decoder.busy:
+        if waiting and (not join_every or steps % join_every == 0 or not decoder.busy):
             joining, waiting = (waiting, []) if not join_every else (waiting[:1], waiting[1:])
             for handle, request in joining:
-                record(decoder.add(handle, request))
+                decoder.add(handle, request)
         for update in decoder.step():
             record(update)
         steps += 1

@@ -15,6 +15,7 @@ from redrafter_mlx.drafting.loading import load_drafter_for
 from redrafter_mlx.errors import InputError
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.prompting import encode_prompt
+from redrafter_mlx.tuning.batch_policy import BatchPolicy, batch_options
 
 from .helpers import (
     MORE_PROMPTS,
@@ -65,13 +66,23 @@ CASES = [
     ("medusa", 2, TreeShape(3, 4, 8)),
     ("mlp", 2, TreeShape(3, 4, 8)),
     ("none", 2, TreeShape(3, 4, 8)),
+    ("shipped", 1, "policy"),
+    ("medusa", 2, "policy"),
 ]
+
+
+def policy_for(shape: TreeShape) -> BatchPolicy:
+    """A policy that switches among every option as it probes them."""
+    return BatchPolicy(batch_options(shape, range(2, shape.beam_length)))
 
 
 @pytest.mark.parametrize("kind, join_every, shape", CASES)
 def test_every_row_decodes_what_greedy_decoding_gives_alone(embedded, references, kind, join_every, shape):
     drafter = DRAFTERS[kind](embedded)
-    decoder = BatchDecoder(embedded.model, drafter, shape, eos_ids=embedded.tokenizer.eos_token_ids)
+    policy = policy_for(TreeShape(3, 4, 8)) if shape == "policy" else None
+    shape = TreeShape(3, 4, 8) if policy else shape
+    eos = embedded.tokenizer.eos_token_ids
+    decoder = BatchDecoder(embedded.model, drafter, shape, eos_ids=eos, policy=policy)
     requests = [Request(ids, DecodingOptions(max_tokens=n)) for ids, n, _, _ in references]
     results = run_batch(decoder, requests, join_every)
     for handle, (_, _, tokens, reason) in enumerate(references):
@@ -115,6 +126,8 @@ def test_at_most_one_host_read_per_step_for_the_whole_batch(embedded, references
     decoder = BatchDecoder(embedded.model, load_drafter_for(embedded, None), TreeShape(3, 4, 8))
     for handle, (ids, *_) in enumerate(references[:4]):
         decoder.add(handle, Request(ids, DecodingOptions(max_tokens=10)))
+    decoder.step()  # admits the four (a read each: its first token) and verifies them once
+    assert len(decoder.rows) == 4
     reads = count_host_reads(monkeypatch)
     steps = 0
     while decoder.rows:
@@ -133,24 +146,29 @@ OTHER_PROMPT = [2, 4]  # a shorter prompt in the same batch: rows of different l
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_sampled_rows_have_the_llm_distribution_each_from_its_own_seed(temperature):
+@pytest.mark.parametrize("temperature, adaptive", [(1.0, False), (0.7, False), (0.7, True)])
+def test_sampled_rows_have_the_llm_distribution_each_from_its_own_seed(temperature, adaptive):
     drafter = random_drafter(TINY_VOCAB, 32, seed=5)
-    decoder = BatchDecoder(TINY, drafter, TreeShape(2, 3, 2), lookup=False)
+    policy = policy_for(TreeShape(2, 3, 2)) if adaptive else None
+    decoder = BatchDecoder(TINY, drafter, TreeShape(2, 3, 2), lookup=False, policy=policy)
     rounds, seqs = 375, 3
     counts = {tuple(TINY_PROMPT): Counter(), tuple(OTHER_PROMPT): Counter()}
     accepted_drafts = 0
+    cells = set()
     for r in range(rounds):
         prompts = [TINY_PROMPT, OTHER_PROMPT] * 4
         requests = [
-            Request(p, DecodingOptions(max_tokens=seqs, temp=temperature, seed=8 * r + i))
+            Request(p, DecodingOptions(max_tokens=seqs, temp=temperature, seed=None if adaptive else 8 * r + i))
             for i, p in enumerate(prompts)
         ]
         finished = {}
         for handle, (tokens, _) in run_batch(decoder, requests, stats=finished).items():
             counts[tuple(prompts[handle])][tuple(tokens)] += 1
         accepted_drafts += sum(sum(s.accepted_per_step) - s.steps for s in finished.values())
+        cells.update(c for s in finished.values() for c in s.tree_cells)
     assert accepted_drafts > rounds  # the tree walk, not just the LLM's own token, was exercised
+    if policy is not None:  # the batch ran plain steps (1 cell) and trees of several shapes
+        assert {1, 2, 3, 4, 6} <= cells, cells
     n = 4 * rounds
     for prompt, observed in counts.items():
         probs = exact_sequence_probabilities(temperature, prompt)

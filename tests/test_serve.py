@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 import uvicorn
 from openai import AsyncOpenAI, OpenAI
+from prometheus_client.parser import text_string_to_metric_families
 
 from redrafter_mlx.api import Pipeline, generate
 from redrafter_mlx.decoding.loop import generate_ar, generate_redrafter
@@ -29,7 +31,7 @@ from redrafter_mlx.models.llm import prefill
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.profiling.load_test import free_port
 from redrafter_mlx.prompting import encode_prompt
-from redrafter_mlx.serve.app import Limits, serve_pipeline
+from redrafter_mlx.serve.app import Batching, Limits, serve_pipeline
 from redrafter_mlx.serve.replies import StopMatcher
 from redrafter_mlx.tuning import DraftPlan
 
@@ -63,7 +65,7 @@ def pipeline(embedded):
 
 @pytest.fixture(scope="module")
 def url(pipeline):
-    with running(pipeline, max_batch=4) as base:
+    with running(pipeline, batching=Batching(max_batch=4)) as base:
         yield base
 
 
@@ -252,6 +254,66 @@ def test_logit_bias_is_exact_in_decoding_and_served(pipeline, url):
     assert reply.json()["choices"][0]["message"]["content"] == generate(pipeline, "Name three colours.", banned)
 
 
+def test_logprobs_are_the_models_own_log_softmax_at_each_returned_token(pipeline, url):
+    model, tokenizer = pipeline.loaded.model, pipeline.tokenizer
+    ids = encode_prompt(tokenizer, "Name three colours.")
+    answer, _ = collect(generate_ar(model, ids, max_tokens=8))
+    every = mx.array(ids + answer, mx.uint32)
+    logits = np.array(model.logits(prefill(model, every, model.make_cache())), dtype=np.float64)
+    peak = logits.max(-1, keepdims=True)
+    logprobs = logits - peak - np.log(np.exp(logits - peak).sum(-1, keepdims=True))
+    expected = [logprobs[len(ids) - 1 + i, t] for i, t in enumerate(answer)]
+    body = {"model": MODEL, "prompt": ids, "max_tokens": 8, "temperature": 0, "logprobs": 2}
+    got = httpx.post(f"{url}/v1/completions", json=body).json()["choices"][0]["logprobs"]
+    assert got["tokens"] == [tokenizer.decode([t]) for t in answer]
+    assert np.allclose(got["token_logprobs"], expected, atol=1e-3)
+    for i, top in enumerate(got["top_logprobs"]):  # greedy: the token is the likeliest
+        assert len(top) == 2 and max(top.values()) == pytest.approx(expected[i], abs=1e-3)
+    chat = {"model": MODEL, "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 6, "temperature": 0}
+    chat |= {"logprobs": True, "top_logprobs": 3}
+    whole = httpx.post(f"{url}/v1/chat/completions", json=chat).json()["choices"][0]
+    content = whole["logprobs"]["content"]
+    assert "".join(c["token"] for c in content) == whole["message"]["content"]
+    for c in content:
+        top = [t["logprob"] for t in c["top_logprobs"]]
+        assert len(top) == 3 and top == sorted(top, reverse=True) and top[0] == pytest.approx(c["logprob"], abs=1e-5)
+    streamed = []
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=chat | {"stream": True}) as reply:
+        for line in reply.iter_lines():
+            if line.startswith("data: {"):
+                streamed += (json.loads(line[6:])["choices"][0].get("logprobs") or {}).get("content", [])
+    assert streamed == content
+
+
+def test_metrics_parse_as_prometheus_and_count_what_was_served(url, caplog):
+    def scrape() -> dict[str, float]:
+        text = httpx.get(f"{url}/metrics").text
+        return {
+            s.name + str(sorted(s.labels.items())): s.value
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+        }
+
+    before = scrape()
+    caplog.set_level(logging.INFO, logger="redrafter.access")
+    chat = {"model": MODEL, "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 6, "temperature": 0}
+    body = httpx.post(f"{url}/v1/chat/completions", json=chat).json()
+    after = scrape()
+
+    def grew(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    finish = body["choices"][0]["finish_reason"]
+    assert grew(f"redrafter_requests_total[('endpoint', 'chat'), ('finish_reason', '{finish}')]") == 1
+    assert grew("redrafter_completion_tokens_total[]") == body["usage"]["completion_tokens"]
+    assert grew("redrafter_prompt_tokens_total[]") == body["usage"]["prompt_tokens"]
+    assert grew("redrafter_time_to_first_token_seconds_count[]") == 1
+    assert grew("redrafter_accepted_drafts_total[]") == body["redrafter"]["accepted"]
+    assert "redrafter_queue_length[]" in after and "redrafter_batch_size[]" in after
+    line = json.loads(next(r.getMessage() for r in caplog.records if r.name == "redrafter.access"))
+    assert line["completion_tokens"] == body["usage"]["completion_tokens"] and line["status"] == 200
+
+
 def test_a_prompt_past_the_context_is_refused(url):
     reply = httpx.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": "word " * 9000, "max_tokens": 4})
     assert reply.status_code == 400 and reply.json()["error"]["code"] == "context_length_exceeded"
@@ -294,7 +356,7 @@ def test_a_client_that_gives_up_on_a_whole_answer_frees_its_row(url):
 
 
 def test_a_full_queue_answers_429_and_an_api_key_is_required(pipeline):
-    with running(pipeline, max_batch=1, max_queue=1, api_key="sesame") as base:
+    with running(pipeline, batching=Batching(max_batch=1, max_queue=1), api_key="sesame") as base:
         key = {"authorization": "Bearer sesame"}
         assert httpx.get(f"{base}/v1/models").status_code == 401
         assert httpx.get(f"{base}/v1/models", headers={"authorization": "Bearer nope"}).status_code == 401

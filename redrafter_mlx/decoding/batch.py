@@ -23,18 +23,24 @@ from dataclasses import dataclass, field
 
 import mlx.core as mx
 
-from ..drafting import TreeDrafter, TreeShape, make_batch_draft_fn
+from ..drafting import BatchDraftFn, TreeDrafter, TreeShape, make_batch_draft_fn
 from ..drafting.beam_search import DRAFT_TOP_K
 from ..drafting.lookup import TextBuffer
 from ..errors import InputError
-from ..models.cache import BatchKVCache, KVCache
-from ..models.llm import LLM, prefill
+from ..models.cache import BatchKVCache
+from ..models.llm import LLM
 from ..options import DecodingOptions
 from ..sampling import sampler_scores
+from ..tuning.batch_policy import BatchPolicy, Option
 from ..tuning.plan import FALLBACK_SHAPE
 from ..verify.acceptance import accept
 from ..verify.tree_attention import TreeLayout, bucket, pack
+from .joining import Join, Joins
+from .logprobs import TokenLogprob, logprob_rows, read_logprobs
+from .prompt_cache import PromptCache
 from .steps import GenerationStats, answer_part, context_room
+
+PREFILL_BUDGET = 64  # prompt tokens a joining request prefills per step while rows decode
 
 
 @dataclass
@@ -44,6 +50,7 @@ class Request:
 
     prompt: list[int]
     options: DecodingOptions = DecodingOptions()
+    logprobs: int | None = None  # report each token's log-probability and this many alternatives
 
 
 @dataclass
@@ -55,6 +62,7 @@ class Update:
     tokens: list[int]
     stats: GenerationStats
     finish_reason: str | None = None
+    logprobs: list[TokenLogprob] | None = None  # one per token, when the request asked
 
 
 @dataclass
@@ -66,6 +74,7 @@ class _Row:
     key: mx.array
     count: int  # unique tokens of the row's drafted tree (its packed length before padding)
     stats: GenerationStats
+    sequence: list[int]  # prompt and every token emitted, accepted or not yet committed
     started: float = field(default_factory=time.perf_counter)
 
     def sampler(self):
@@ -76,9 +85,12 @@ class _Row:
 
 class BatchDecoder:
     """Continuous-batching tree-verified decoding: one verify pass per step for every row.
-    Use: `add` requests, call `step` while `rows` is non-empty, `remove` a row whose client
-    left. `shape`: the tree every row drafts (default `FALLBACK_SHAPE`, W=3 L=5 S=3); no drafter:
-    plain decoding. `draft_top_k`: the beam search's top-k (each request's sampler has its own)."""
+    Use: `add` requests, call `step` while `busy`, `remove` a request whose client left.
+    `shape`: the tree every row drafts (default `FALLBACK_SHAPE`, W=3 L=5 S=3), or with a
+    `policy`, the first of its options; no drafter: plain decoding. `draft_top_k`: the beam
+    search's top-k (each request's sampler has its own). `prefill_budget`: prompt tokens
+    joins prefill per step while rows decode. `prompt_cache`: finished rows' keys/values,
+    reused by prompts that start with their tokens."""
 
     def __init__(
         self,
@@ -89,54 +101,89 @@ class BatchDecoder:
         draft_top_k: int = DRAFT_TOP_K,
         lookup: bool = True,
         eos_ids: Iterable[int] = (),
+        policy: BatchPolicy | None = None,
+        prefill_budget: int = PREFILL_BUDGET,
+        prompt_cache: PromptCache | None = None,
     ):
         if drafter is not None and drafter.stateful:
             raise InputError(
                 f"batched decoding drafts with stateless drafter kinds (redrafter, medusa, "
                 f"mlp-speculator), not {drafter.kind}"
             )
-        self.model, self.drafter = model, drafter
-        self.shape = TreeShape(1, 1, 1) if drafter is None else shape or FALLBACK_SHAPE
+        self.model, self.drafter, self.policy = model, drafter, policy if drafter is not None else None
+        self.fixed: Option = None if drafter is None else shape or FALLBACK_SHAPE
+        self.option = self.fixed  # the option of the trees drafted last (self.beams)
+        options = self.policy.options if self.policy is not None else [self.fixed]
+        self.longest = max((o.max_packed for o in options if o is not None), default=1)
         self.lookup = lookup and drafter is not None
         self.eos_ids = frozenset(eos_ids)
+        self.prefill_budget, self.prompt_cache = prefill_budget, prompt_cache
+        self.joins = Joins(model, prompt_cache)
+        self.requests: dict[Hashable, Request] = {}
         self.cache = BatchKVCache(len(model.layers))
         self.rows: list[_Row] = []
         self.beams: mx.array | None = None  # (B, W, L) each row's next tree
         self.layout: TreeLayout | None = None  # (B, W, L) unpack index and owner, (B,) count
-        self.padded = [bucket(c, self.shape.max_packed) for c in range(self.shape.max_packed + 1)]
-        self._draft = make_batch_draft_fn(
-            drafter, model.embedding, self.shape, draft_top_k=draft_top_k, lookup=self.lookup
-        )
+        self.padded = [bucket(c, self.longest) for c in range(self.longest + 1)]
+        self.draft_top_k = draft_top_k
+        self._drafts: dict[Option, BatchDraftFn] = {}
 
-    def add(self, handle: Hashable, request: Request) -> Update:
-        """Prefill a request, emit its first token and draft its first tree; the row joins the
-        batch unless its answer already ended (see the update's finish_reason)."""
+    @property
+    def busy(self) -> bool:
+        """Rows decoding or requests joining."""
+        return bool(self.rows or self.joins)
+
+    def _draft(self, option: Option) -> BatchDraftFn:
+        if option not in self._drafts:
+            drafter = None if option is None else self.drafter
+            shape = option or TreeShape(1, 1, 1)
+            self._drafts[option] = make_batch_draft_fn(
+                drafter, self.model.embedding, shape, draft_top_k=self.draft_top_k, lookup=self.lookup
+            )
+        return self._drafts[option]
+
+    def add(self, handle: Hashable, request: Request) -> None:
+        """Queue a request; its first update (the first token, or its end) comes from a later
+        `step`, once its prompt is prefilled."""
+        context_room(self.model, len(request.prompt))
+        self.requests[handle] = request
+        self.joins.add(handle, request.prompt)
+
+    def _admit(self, join: Join, hidden: mx.array) -> Update:
+        """A prefilled request's first token and first tree; its row joins the batch unless
+        its answer already ended (see the update's finish_reason)."""
+        request = self.requests.pop(join.handle)
         options = request.options
         max_tokens = min(options.max_tokens, context_room(self.model, len(request.prompt)))
         seed = options.seed if options.seed is not None else random.getrandbits(63)
-        stats = GenerationStats(prompt_tokens=len(request.prompt))
-        room = max_tokens + 2 * self.shape.beam_length
+        stats = GenerationStats(prompt_tokens=len(request.prompt), cached_tokens=join.cached)
+        room = max_tokens + 2 * self.longest
         text = TextBuffer(request.prompt, room) if self.lookup else TextBuffer([], 1)
-        row = _Row(handle, request, max_tokens, text, mx.random.key(seed), 0, stats)
-        tic = time.perf_counter()
-        cache = KVCache(len(self.model.layers))
-        hidden = prefill(self.model, mx.array(request.prompt, mx.uint32), cache)[-1]
+        row = _Row(join.handle, request, max_tokens, text, mx.random.key(seed), 0, stats, list(request.prompt))
         sampler = row.sampler()
         token = sampler(sampler_scores(sampler, self.model.logits(hidden))).astype(mx.int32).reshape(1)
         if self.lookup:
             text.stage(token)
-        beams, layout = self._draft(hidden[None], token, text.tokens, mx.array([text.length + 1], mx.int32))
-        first, row.count = mx.concatenate([token, layout.count]).tolist()
-        stats.prompt_time = time.perf_counter() - tic
+        length = mx.array([text.length + 1], mx.int32)
+        beams, layout = self._draft(self.option)(hidden[None], token, text.tokens, length)
+        read = mx.concatenate([token, layout.count])
+        logprobs = None
+        if request.logprobs is not None:
+            logprobs = logprob_rows(sampler, self.model.logits(hidden)[None], token, request.logprobs)
+            mx.eval(read, logprobs)
+        first, row.count = read.tolist()
+        reported = read_logprobs(logprobs.tolist(), [first]) if logprobs is not None else None
+        stats.prompt_time = time.perf_counter() - join.arrived
         row.started = time.perf_counter()
         if first in self.eos_ids:
             stats.finish_reason = "stop"
-            return Update(handle, [], stats, "stop")
+            return Update(join.handle, [], stats, "stop")
         stats.num_tokens = 1
         if max_tokens == 1:
-            return Update(handle, [first], stats, "length")
+            return Update(join.handle, [first], stats, "length", reported)
         text.commit(1)
-        self.cache.append(cache)
+        row.sequence.append(first)
+        self.cache.append(join.cache)
         self.rows.append(row)
         self.beams = beams if self.beams is None else mx.concatenate([self.beams, beams])
         self.layout = (
@@ -144,16 +191,29 @@ class BatchDecoder:
             if self.layout is None
             else TreeLayout.combine(lambda a, b: mx.concatenate([a, b]), self.layout, layout)
         )
-        return Update(handle, [first], stats)
+        return Update(join.handle, [first], stats, logprobs=reported)
 
     def remove(self, handle: Hashable) -> Update | None:
-        """Drop a row now (its client left); its update says "cancelled". None: no such row."""
+        """Drop a request now (its client left); its update says "cancelled". None: no such
+        request."""
+        if self.joins.remove(handle) is not None:
+            stats = GenerationStats(prompt_tokens=len(self.requests.pop(handle).prompt), finish_reason="cancelled")
+            return Update(handle, [], stats, "cancelled")
         for i, row in enumerate(self.rows):
             if row.handle == handle:
+                self._remember(i)
                 self._keep([j for j in range(len(self.rows)) if j != i])
                 row.stats.finish_reason = "cancelled"
                 return Update(handle, [], row.stats, "cancelled")
         return None
+
+    def _remember(self, b: int) -> None:
+        """Offer row b's committed keys/values to the prompt cache."""
+        if self.prompt_cache is None:
+            return
+        n = self.cache.lengths[b]
+        layers = [(k[b : b + 1, :, :n, :], v[b : b + 1, :, :n, :]) for k, v in zip(self.cache.keys, self.cache.values)]
+        self.prompt_cache.insert(self.rows[b].sequence[:n], layers)
 
     def _keep(self, keep: list[int]) -> None:
         self.rows = [self.rows[i] for i in keep]
@@ -166,11 +226,17 @@ class BatchDecoder:
         self.layout = TreeLayout.combine(lambda a: a[index], self.layout)
 
     def step(self) -> list[Update]:
-        """Verify every row's tree in one forward pass; an update per row (rows whose answer
-        ended leave the batch)."""
-        rows, beams, layout = self.rows, self.beams, self.layout
-        if not rows:
-            return []
+        """Prefill joining prompts (within the budget while rows decode) and admit those that
+        are complete; then verify every row's tree in one forward pass: an update per row
+        (rows whose answer ended leave the batch)."""
+        budget = self.prefill_budget if self.rows else None
+        if not self.rows:  # no trees pending: joins draft the next step's option
+            self.option = self._next_option(1)
+        updates = [self._admit(join, hidden) for join, hidden in self.joins.advance(budget)]
+        if not self.rows:
+            return updates
+        tic = time.perf_counter()
+        rows, beams, layout, option = self.rows, self.beams, self.layout, self.option
         size = self.padded[max(row.count for row in rows)]
         packed = [pack(beams[b], TreeLayout.combine(lambda a, b=b: a[b], layout), size) for b in range(len(rows))]
         tokens = mx.stack([p.tokens for p in packed])
@@ -178,9 +244,8 @@ class BatchDecoder:
         mask = self.cache.attention_mask(mx.stack([p.mask for p in packed]))
         block = self.model(tokens, self.cache, positions, mask)  # (B, P, D)
         logits = self.model.logits(block)
-        results = []
-        for b, row in enumerate(rows):
-            sampler = row.sampler()
+        results, samplers = [], [row.sampler() for row in rows]
+        for b, sampler in enumerate(samplers):
             results.append(accept(beams[b], layout.unpack_index[b], sampler_scores(sampler, logits[b]), sampler))
         self.cache.gather_pending(mx.stack([r.path for r in results]))
         lengths = []
@@ -190,7 +255,9 @@ class BatchDecoder:
             lengths.append(row.text.length + r.accepted + 1)
         hidden = mx.stack([block[b, r.next_index] for b, r in enumerate(results)])
         next_tokens = mx.stack([r.next_token for r in results])
-        self.beams, self.layout = self._draft(hidden, next_tokens, self._texts(), mx.stack(lengths).astype(mx.int32))
+        self.option = self._next_option(len(rows))
+        draft = self._draft(self.option)
+        self.beams, self.layout = draft(hidden, next_tokens, self._texts(), mx.stack(lengths).astype(mx.int32))
         length = beams.shape[-1]
         read = mx.concatenate(
             [
@@ -198,32 +265,54 @@ class BatchDecoder:
                 mx.stack([r.emitted for r in results]).reshape(-1),
                 self.layout.count,
             ]
-        ).tolist()
+        )
+        logprobs = {
+            b: logprob_rows(samplers[b], logits[b][r.path], r.emitted, row.request.logprobs)
+            for b, (row, r) in enumerate(zip(rows, results))
+            if row.request.logprobs is not None
+        }
+        if logprobs:  # evaluated with the step: still one synchronisation
+            mx.eval(read, logprobs)
+        read = read.tolist()
         accepted, emitted, counts = read[: len(rows)], read[len(rows) : -len(rows)], read[-len(rows) :]
+        if self.policy is not None:
+            self.policy.observe(option, len(rows), accepted, time.perf_counter() - tic, self.option)
         self.cache.commit([a + 1 for a in accepted])
-        updates, keep = [], []
+        keep = []
         now = time.perf_counter()
+        cells = 1 if option is None else option.beam_width * option.beam_length
         for b, row in enumerate(rows):
             row.text.commit(accepted[b] + 1)
             stats = row.stats
             stats.accepted_per_step.append(accepted[b] + 1)
             stats.verified_tokens.append(row.count)
-            stats.tree_cells.append(self.shape.beam_width * self.shape.beam_length)
+            stats.tree_cells.append(cells)
             row.count = counts[b]
-            new, stop = answer_part(
-                emitted[b * length : b * length + accepted[b] + 1], self.eos_ids, row.max_tokens - stats.num_tokens
-            )
+            step_tokens = emitted[b * length : b * length + accepted[b] + 1]
+            row.sequence += step_tokens
+            new, stop = answer_part(step_tokens, self.eos_ids, row.max_tokens - stats.num_tokens)
             stats.num_tokens += len(new)
             stats.generation_time = now - row.started
             finish = "stop" if stop else "length" if stats.num_tokens >= row.max_tokens else None
             if finish:
                 stats.finish_reason = finish
+                self._remember(b)
             else:
                 keep.append(b)
-            updates.append(Update(row.handle, new, stats, finish))
+            reported = read_logprobs(logprobs[b].tolist(), new) if b in logprobs else None
+            updates.append(Update(row.handle, new, stats, finish, reported))
         if len(keep) < len(rows):
             self._keep(keep)
         return updates
+
+    def _next_option(self, rows: int) -> Option:
+        """The policy's choice for `rows` rows, or the fixed shape while a request with a seed
+        samples (its draws depend on the trees it verifies: a seed reproduces its answer only
+        if the trees do not follow the timings)."""
+        seeded = [r.request for r in self.rows] + list(self.requests.values())
+        if self.policy is None or any(r.options.temp > 0 and r.options.seed is not None for r in seeded):
+            return self.fixed
+        return self.policy.choose(rows)
 
     def _texts(self) -> mx.array:
         """(B, N) every row's lookup buffer, padded to the longest."""

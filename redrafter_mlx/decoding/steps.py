@@ -15,6 +15,7 @@ class GenerationStats:
     """Counters every decoder keeps; `steps` = LLM forward passes after prefill."""
 
     prompt_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens whose keys/values came from a prompt cache
     num_tokens: int = 0
     prompt_time: float = 0.0
     generation_time: float = 0.0

@@ -11,109 +11,43 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from fastapi import Depends, FastAPI
 from fastapi import Request as HttpRequest
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException
 
 from ..api import Pipeline
-from ..decoding.batch import BatchDecoder, Request
+from ..decoding.batch import PREFILL_BUDGET, BatchDecoder
+from ..decoding.prompt_cache import PromptCache
 from ..drafting import TreeShape
 from ..errors import InputError
 from ..options import DecodingOptions
-from ..prompting import encode_messages
+from ..tuning.batch_policy import BatchPolicy, batch_options
 from .engine import Engine, QueueFull, Ticket
-from .replies import Answer, Reply, sse
+from .metrics import Metrics
+from .replies import Answer, Reply, finish_reason, sse
+from .requests import ApiError, Limits, ServerInfo, decoding_request
 from .schema import ChatRequest, CompletionRequest, Sampling, error_body
 
 
-class ApiError(Exception):
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        param: str | None = None,
-        code: str | None = None,
-        kind: str = "invalid_request_error",
-        headers: dict[str, str] | None = None,
-    ):
-        super().__init__(message)
-        self.status, self.body, self.headers = status, error_body(message, kind, param, code), headers
-
-
 @dataclass(frozen=True)
-class Limits:
-    """What one request may take: its body's size, and its time from arrival to its last
-    token (None: no deadline; past it the answer ends with finish_reason "length")."""
+class Batching:
+    """How the engine batches: rows per step, requests that may wait, prompt tokens joins
+    prefill per step while rows decode, bytes of finished conversations' keys/values kept for
+    reuse (0: no prompt cache), and whether each step's tree is chosen for the batch as it is
+    (`BatchPolicy`) or fixed at the served shape."""
 
-    max_body_bytes: int = 1 << 20
-    request_timeout: float | None = None
-
-
-@dataclass
-class ServerInfo:
-    """What the handlers need besides the engine."""
-
-    model_id: str  # the name clients pass as `model`
-    tokenizer: object  # mlx-lm TokenizerWrapper
-    vicuna: bool  # Vicuna's conversation format instead of a chat template
-    context_length: int | None
-    vocab_size: int
-    defaults: DecodingOptions  # the server's --max-tokens and --temp
-    drafter: str  # the drafter kind, or "none"
-    api_key: str | None = None
-    limits: Limits = Limits()
-
-
-def prompt_ids(info: ServerInfo, body: ChatRequest | CompletionRequest) -> list[int]:
-    if isinstance(body, ChatRequest):
-        messages = [{"role": "system" if m.role == "developer" else m.role, "content": m.text()} for m in body.messages]
-        return encode_messages(info.tokenizer, messages, vicuna=info.vicuna)
-    if isinstance(body.prompt, str):
-        return info.tokenizer.encode(body.prompt)
-    if not all(0 <= t < info.vocab_size for t in body.prompt):
-        raise ApiError(400, f"prompt token ids must be in [0, {info.vocab_size})", "prompt")
-    return list(body.prompt)
-
-
-def decoding_request(info: ServerInfo, body: ChatRequest | CompletionRequest) -> Request:
-    """The engine's request, or an ApiError for an unknown model or a context overflow."""
-    if body.model != info.model_id:
-        raise ApiError(
-            404,
-            f"model {body.model!r} is not served here; this server runs {info.model_id!r}",
-            "model",
-            "model_not_found",
-        )
-    ids = prompt_ids(info, body)
-    asked = body.max_tokens or getattr(body, "max_completion_tokens", None)
-    limit = info.context_length
-    if limit and len(ids) + (asked or 1) > limit:
-        raise ApiError(
-            400,
-            f"this model's context is {limit} tokens; the prompt has {len(ids)} and {asked or 1} more were asked for",
-            "messages" if isinstance(body, ChatRequest) else "prompt",
-            "context_length_exceeded",
-        )
-    bias = body.logit_bias or {}
-    if any(not 0 <= token < info.vocab_size for token in bias):
-        raise ApiError(400, f"logit_bias: token ids must be in [0, {info.vocab_size})", "logit_bias")
-    max_tokens = asked or min(info.defaults.max_tokens, limit - len(ids) if limit else info.defaults.max_tokens)
-    temp = info.defaults.temp if body.temperature is None else body.temperature
-    options = DecodingOptions(
-        max_tokens=max_tokens,
-        temp=temp,
-        top_p=0.0 if body.top_p in (None, 1) else body.top_p,
-        top_k=body.top_k or 0,
-        seed=body.seed,
-        logit_bias=tuple(sorted(bias.items())),
-    )
-    return Request(ids, options)
+    max_batch: int = 8
+    max_queue: int = 64
+    prefill_budget: int = PREFILL_BUDGET
+    prompt_cache_bytes: int = 1 << 30
+    adaptive: bool = True
 
 
 def check_servable(pipeline: Pipeline) -> None:
@@ -133,20 +67,33 @@ def serve_pipeline(
     shape: TreeShape | None,
     lookup: bool = True,
     defaults: DecodingOptions = DecodingOptions(max_tokens=512),
-    max_batch: int = 8,
-    max_queue: int = 64,
+    batching: Batching = Batching(),
     api_key: str | None = None,
     limits: Limits = Limits(),
 ) -> FastAPI:
     """The app for a loaded pipeline (a stateless drafter or none): its engine decodes up to
-    `max_batch` requests per step with tree `shape`; `defaults` fill a request's missing
-    max_tokens and temperature."""
+    `batching.max_batch` requests per step with tree `shape` (or, adaptive, the best of
+    `batch_options(shape)` for each step); `defaults` fill a request's missing max_tokens
+    and temperature."""
     check_servable(pipeline)
     loaded, drafter = pipeline.loaded, pipeline.drafter
     pipeline.materialize()
+    prompt_cache = PromptCache(batching.prompt_cache_bytes) if batching.prompt_cache_bytes else None
 
     def make_decoder() -> BatchDecoder:
-        return BatchDecoder(loaded.model, drafter, shape, lookup=lookup, eos_ids=loaded.tokenizer.eos_token_ids)
+        policy = None
+        if batching.adaptive and drafter is not None and shape is not None:
+            policy = BatchPolicy(batch_options(shape, range(2, shape.beam_length)))
+        return BatchDecoder(
+            loaded.model,
+            drafter,
+            shape,
+            lookup=lookup,
+            eos_ids=loaded.tokenizer.eos_token_ids,
+            policy=policy,
+            prefill_budget=batching.prefill_budget,
+            prompt_cache=prompt_cache,
+        )
 
     info = ServerInfo(
         model_id=model_id,
@@ -159,7 +106,7 @@ def serve_pipeline(
         api_key=api_key,
         limits=limits,
     )
-    return create_app(Engine(make_decoder, max_batch=max_batch, max_queue=max_queue), info)
+    return create_app(Engine(make_decoder, max_batch=batching.max_batch, max_queue=batching.max_queue), info)
 
 
 def create_app(engine: Engine, info: ServerInfo) -> FastAPI:
@@ -187,6 +134,7 @@ def create_app(engine: Engine, info: ServerInfo) -> FastAPI:
     # Dependencies, not middlewares: Starlette's middlewares wrap `receive`, which hides a
     # client's disconnect from the handlers.
     app = FastAPI(title="redrafter-mlx", lifespan=lifespan, dependencies=[Depends(check_key), Depends(check_size)])
+    metrics = Metrics(lambda: engine.queued, lambda: engine.running)
 
     @app.exception_handler(ApiError)
     async def api_error(_, error: ApiError):
@@ -214,6 +162,10 @@ def create_app(engine: Engine, info: ServerInfo) -> FastAPI:
             "running": engine.running,
             "queued": engine.queued,
         }
+
+    @app.get("/metrics")
+    async def metrics_page() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/v1/models")
     async def models() -> dict:
@@ -244,17 +196,34 @@ def create_app(engine: Engine, info: ServerInfo) -> FastAPI:
             ) from None
         timeout = info.limits.request_timeout
         deadline = None if timeout is None else time.monotonic() + timeout
-        reply = Reply(chat, info.model_id, len(request.prompt))
+        reply = Reply(chat, info.model_id, len(request.prompt), request.logprobs is not None)
         answer = Answer(info.tokenizer, body.stop)
+        endpoint = "chat" if chat else "completions"
+
+        def done(status: int) -> None:
+            metrics.record(
+                endpoint,
+                status,
+                finish_reason(answer.finish_reason) or "cancelled",
+                answer.stats,
+                answer.started,
+                answer.first_at,
+            )
+
         if body.stream:
             usage = bool(body.stream_options and body.stream_options.include_usage)
-            events = stream(engine, ticket, answer, reply, usage, deadline)
+            events = stream(engine, ticket, answer, reply, usage, deadline, done)
             return StreamingResponse(events, media_type="text/event-stream")
         text = ""
-        async for piece in updates(engine, ticket, answer, deadline):
-            text += piece
-            if await http.is_disconnected():  # nobody to answer: free the row now
-                break
+        try:
+            async for piece in updates(engine, ticket, answer, deadline):
+                text += piece
+                if await http.is_disconnected():  # nobody to answer: free the row now
+                    break
+        except ApiError as error:
+            done(error.status)
+            raise
+        done(200)
         return reply.whole(text, answer)
 
     return app
@@ -284,18 +253,26 @@ async def updates(engine: Engine, ticket: Ticket, answer: Answer, deadline: floa
 
 
 async def stream(
-    engine: Engine, ticket: Ticket, answer: Answer, reply: Reply, usage: bool, deadline: float | None
+    engine: Engine,
+    ticket: Ticket,
+    answer: Answer,
+    reply: Reply,
+    usage: bool,
+    deadline: float | None,
+    done: Callable[[int], None],
 ) -> AsyncIterator[str]:
     if reply.chat:
         yield sse(reply.chunk(role=True))
     try:
         async for piece in updates(engine, ticket, answer, deadline):
-            yield sse(reply.chunk(piece))
+            yield sse(reply.chunk(piece, answer=answer))
     except ApiError as error:
+        done(error.status)
         yield sse(error.body)
         yield "data: [DONE]\n\n"
         return
-    yield sse(reply.chunk(finish=answer.finish_reason))
+    done(200)
+    yield sse(reply.chunk(finish=answer.finish_reason, answer=answer))
     if usage:
         yield sse(reply.usage_chunk(answer))
     yield "data: [DONE]\n\n"

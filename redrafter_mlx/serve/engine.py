@@ -116,7 +116,7 @@ class Engine:
             try:
                 for ticket in joining:
                     self._active[ticket.handle] = ticket
-                    self._route(self.decoder.add(ticket.handle, ticket.request))
+                    self.decoder.add(ticket.handle, ticket.request)
                 for update in self.decoder.step():
                     self._route(update)
             except Exception as error:  # a failed step fails its rows, not the server

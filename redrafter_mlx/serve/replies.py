@@ -10,6 +10,7 @@ import uuid
 
 from ..decoding import GenerationStats
 from ..decoding.batch import Update
+from ..decoding.logprobs import TokenLogprob
 
 
 class StopMatcher:
@@ -38,17 +39,25 @@ class Answer:
     """One request's text as its tokens arrive."""
 
     def __init__(self, tokenizer, stops: list[str]):
+        self.tokenizer = tokenizer
         self.detokenizer = copy.copy(tokenizer.detokenizer)  # its state is per answer
         self.detokenizer.reset()
         self.stops = StopMatcher(stops)
         self.tokens = 0
         self.stats = GenerationStats()
         self.finish_reason: str | None = None
+        self.logprobs: list[TokenLogprob] = []
+        self.reported = 0  # logprobs already sent in stream chunks
+        self.started = time.perf_counter()  # the request's arrival
+        self.first_at: float | None = None  # when its first token came
 
     def add(self, update: Update) -> str:
         for token in update.tokens:
             self.detokenizer.add_token(token)
         self.tokens += len(update.tokens)
+        self.logprobs += update.logprobs or []
+        if update.tokens and self.first_at is None:
+            self.first_at = time.perf_counter()
         self.stats = update.stats
         text, stopped = self.stops.feed(self.detokenizer.last_segment)
         if stopped:
@@ -64,22 +73,63 @@ class Answer:
             "prompt_tokens": prompt_tokens,
             "completion_tokens": self.tokens,
             "total_tokens": prompt_tokens + self.tokens,
+            "prompt_tokens_details": {"cached_tokens": self.stats.cached_tokens},
         }
 
     def extension(self) -> dict:
         """Speculative decoding's figures, beside OpenAI's `usage`."""
-        return {"tokens_per_step": round(self.stats.tokens_per_step, 3), "steps": self.stats.steps}
+        return acceptance(self.stats)
 
 
 def sse(payload: dict) -> str:
     return f"data: {json.dumps(payload)}\n\n"
 
 
+def logprobs_body(answer: Answer, chat: bool, entries: list[TokenLogprob]) -> dict:
+    """OpenAI's `logprobs` object for these tokens: chat's `content` list, or the completions
+    API's parallel lists."""
+    text = answer.tokenizer.decode
+
+    def item(token: int, logprob: float) -> dict:
+        piece = text([token])
+        return {"token": piece, "logprob": logprob, "bytes": list(piece.encode())}
+
+    if chat:
+        content = [item(e.token, e.logprob) | {"top_logprobs": [item(t, lp) for t, lp in e.top]} for e in entries]
+        return {"content": content}
+    tokens = [text([e.token]) for e in entries]
+    offsets = [sum(len(t) for t in tokens[:i]) for i in range(len(tokens))]
+    return {
+        "tokens": tokens,
+        "token_logprobs": [e.logprob for e in entries],
+        "top_logprobs": [{text([t]): lp for t, lp in e.top} for e in entries],
+        "text_offset": offsets,
+    }
+
+
+def acceptance(stats: GenerationStats) -> dict:
+    """Speculation's figures for one answer: drafts verified and accepted, tokens per step,
+    and per depth d the share of drafting steps that accepted at least d drafts."""
+    drafting = [
+        (a - 1, v - 1) for a, v, c in zip(stats.accepted_per_step, stats.verified_tokens, stats.tree_cells) if c > 1
+    ]
+    deepest = max((a for a, _ in drafting), default=0)
+    return {
+        "tokens_per_step": round(stats.tokens_per_step, 3),
+        "steps": stats.steps,
+        "drafted": sum(v for _, v in drafting),
+        "accepted": sum(a for a, _ in drafting),
+        "acceptance_by_depth": [
+            round(sum(a >= d for a, _ in drafting) / len(drafting), 3) for d in range(1, deepest + 1)
+        ],
+    }
+
+
 class Reply:
     """OpenAI's response and chunk shapes for one request."""
 
-    def __init__(self, chat: bool, model: str, prompt_tokens: int):
-        self.chat, self.model, self.prompt_tokens = chat, model, prompt_tokens
+    def __init__(self, chat: bool, model: str, prompt_tokens: int, logprobs: bool = False):
+        self.chat, self.model, self.prompt_tokens, self.logprobs = chat, model, prompt_tokens, logprobs
         self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         self.created = int(time.time())
 
@@ -88,10 +138,16 @@ class Reply:
 
     def whole(self, text: str, answer: Answer) -> dict:
         finish = finish_reason(answer.finish_reason)
+        logprobs = logprobs_body(answer, self.chat, answer.logprobs) if self.logprobs else None
         choice = (
-            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": logprobs,
+                "finish_reason": finish,
+            }
             if self.chat
-            else {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+            else {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish}
         )
         return {
             **self._frame("chat.completion" if self.chat else "text_completion", [choice]),
@@ -99,12 +155,19 @@ class Reply:
             "redrafter": answer.extension(),
         }
 
-    def chunk(self, text: str = "", role: bool = False, finish: str | None = None) -> dict:
+    def chunk(
+        self, text: str = "", role: bool = False, finish: str | None = None, answer: Answer | None = None
+    ) -> dict:
+        """A stream chunk; with `answer`, the logprobs of its tokens not yet sent."""
+        logprobs = None
+        if self.logprobs and answer is not None:
+            logprobs = logprobs_body(answer, self.chat, answer.logprobs[answer.reported :])
+            answer.reported = len(answer.logprobs)
         if self.chat:
             delta = {"role": "assistant", "content": ""} if role else ({"content": text} if text else {})
-            choice = {"index": 0, "delta": delta, "finish_reason": finish_reason(finish)}
+            choice = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason(finish)}
             return self._frame("chat.completion.chunk", [choice])
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason(finish)}
+        choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason(finish)}
         return self._frame("text_completion", [choice])
 
     def usage_chunk(self, answer: Answer) -> dict:

@@ -2,10 +2,11 @@
 
 Unknown fields are refused rather than ignored, so a client never believes a setting took
 effect that did not; the fields OpenAI clients (LangChain, the AI SDK) commonly send with
-neutral values (`n=1`, `user`, zero penalties, `stream_options`, `logprobs: false`,
-`top_logprobs: 0`, `response_format: {"type": "text"}`, `tool_choice: "none"`) are accepted,
-and any other value of them is refused naming the field. `logit_bias` (token id -> -100..100,
-as OpenAI's) is applied exactly. `top_k` is an extension, as in mlx-lm's server.
+neutral values (`n=1`, `user`, zero penalties, `stream_options`, `response_format:
+{"type": "text"}`, `tool_choice: "none"`) are accepted, and any other value of them is
+refused naming the field. `logit_bias` (token id -> -100..100, as OpenAI's) is applied
+exactly; `logprobs`/`top_logprobs` (chat, up to 20) and `logprobs` (completions, up to 5)
+report the LLM's log-probabilities. `top_k` is an extension, as in mlx-lm's server.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..decoding.logprobs import MAX_TOP_LOGPROBS
 
 NonNegative = Annotated[float, Field(ge=0.0)]
 
@@ -73,8 +76,8 @@ class Sampling(Strict):
 class ChatRequest(Sampling):
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: int | None = Field(None, ge=1)
-    logprobs: Literal[False] | None = None
-    top_logprobs: Literal[0] | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
     response_format: ResponseFormat | None = None
     tool_choice: Literal["none"] | None = None
 
@@ -82,7 +85,7 @@ class ChatRequest(Sampling):
 class CompletionRequest(Sampling):
     prompt: str | list[int] = Field(min_length=1)
     echo: Literal[False] = False
-    logprobs: Literal[0] | None = None
+    logprobs: int | None = Field(None, ge=0, le=5)
 
 
 def error_body(

@@ -1,0 +1,70 @@
+"""Requests on their way into a batch: prompts prefilled a chunk at a time between steps.
+
+A joining prompt of 2,000 tokens takes seconds to prefill on a CPU; run at once it would
+stall every running row for all of that. So the batch decoder gives joins a token budget per
+step (`advance`), spent on the oldest join first, and runs the whole of every waiting prompt
+only when no row is decoding. A prompt that starts with a sequence the `PromptCache` holds
+prefills only the rest of it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+import mlx.core as mx
+
+from ..models.cache import KVCache
+from ..models.llm import LLM, prefill
+from .prompt_cache import PromptCache
+
+
+@dataclass
+class Join:
+    handle: Hashable
+    prompt: list[int]
+    cache: KVCache  # the prompt's keys/values so far
+    cached: int  # prompt tokens restored from the prompt cache
+    arrived: float = field(default_factory=time.perf_counter)
+
+
+class Joins:
+    """Prompts waiting to join, in arrival order."""
+
+    def __init__(self, model: LLM, prompt_cache: PromptCache | None = None):
+        self.model, self.prompt_cache = model, prompt_cache
+        self.waiting: deque[Join] = deque()
+
+    def __len__(self) -> int:
+        return len(self.waiting)
+
+    def add(self, handle: Hashable, prompt: list[int]) -> None:
+        layers = len(self.model.layers)
+        cache = self.prompt_cache.restore(prompt, layers) if self.prompt_cache else KVCache(layers)
+        self.waiting.append(Join(handle, prompt, cache, cache.length))
+
+    def remove(self, handle: Hashable) -> Join | None:
+        join = next((j for j in self.waiting if j.handle == handle), None)
+        if join is not None:
+            self.waiting.remove(join)
+        return join
+
+    def advance(self, budget: int | None) -> list[tuple[Join, mx.array]]:
+        """Prefill the oldest prompts, at most `budget` tokens (None: all of them); the joins
+        whose prompt is now complete, each with its last token's hidden state (lazy)."""
+        ready = []
+        while self.waiting and (budget is None or budget > 0):
+            join = self.waiting[0]
+            left = len(join.prompt) - join.cache.length
+            take = left if budget is None else min(budget, left)
+            start = join.cache.length
+            hidden = prefill(self.model, mx.array(join.prompt[start : start + take], mx.uint32), join.cache)
+            if budget is not None:
+                budget -= take
+            if take == left:
+                ready.append((self.waiting.popleft(), hidden[-1]))
+            else:
+                mx.eval(join.cache.state())
+        return ready

@@ -1,0 +1,127 @@
+"""The batch's tree: each step, the tree shape (or plain step) with the most tokens per
+second for the batch as it is now.
+
+One verify pass costs what its B x P tokens cost. With one row, a 16-token tree costs about
+1.6x a plain step on a CPU and pays for itself; with 8 rows the same trees are 128 tokens, a
+pass several times a plain one's, and drafting loses unless the trees shrink. So the batch
+decoder asks `BatchPolicy` before each step, which weighs every option (plain steps, the
+plan's tree, narrow chains of each length) by
+
+    B x tokens per row per step  /  step time at (B, option)
+
+with both halves measured on this batch's own steps: tokens per row per step as a decayed
+mean per option, and step time by a linear model, time = a + b x (B x P) + c x (B x S x L)
+(a: the pass's fixed cost, b: per verified token, c: per drafted cell), refitted by least
+squares on the recent steps that ran inside a run of their option. Options not chosen are
+probed now and then (`PROBE_EVERY`), a few steps each, so both halves follow the text and
+the machine. The choice depends on tokens already decided and on timings, never on the
+draws acceptance makes: output stays exact (greedy identical, sampling exact per row).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..drafting import TreeShape
+from .controller import UNCALIBRATED_RATE, Option, geometric_drafts
+
+PROBE_EVERY = 32  # steps of the best option between probes of another
+PROBE_STEPS = 3  # a probe runs this many steps: the middle one is timed inside a run
+HISTORY = 256  # timed steps the cost model is fitted on
+TOKEN_DECAY = 0.9  # per step, for the tokens-per-row means
+
+
+def option_cells(option: Option) -> tuple[int, int]:
+    """(largest packed tree, drafted cells S x L) of a step of `option`."""
+    if option is None:
+        return 1, 0
+    return option.max_packed, option.search_width * option.beam_length
+
+
+def batch_options(shape: TreeShape, lengths: Sequence[int] = ()) -> list[Option]:
+    """What the batch may run: a plain step, `shape`, and a single beam (W = S = 1) of each
+    length up to its own (`lengths`: those to offer besides, e.g. a calibration's)."""
+    chains = {TreeShape(1, n, 1) for n in range(2, shape.beam_length + 1)}
+    trees = {shape, *(TreeShape(shape.beam_width, n, shape.search_width) for n in lengths if 1 < n < shape.beam_length)}
+    return [None, *sorted(trees | chains, key=lambda s: (s.beam_width, s.beam_length))]
+
+
+class BatchPolicy:
+    """Chooses each step's option for a batch of B rows; `observe` every step's outcome."""
+
+    def __init__(self, options: Sequence[Option], prior_rate: float = UNCALIBRATED_RATE):
+        self.options = list(options)
+        self.tokens = {o: 1.0 if o is None else 1 + geometric_drafts(prior_rate, o.beam_length) for o in self.options}
+        self.timed: deque[tuple[float, float, float, float]] = deque(maxlen=HISTORY)  # 1, B*P, B*S*L -> ms
+        self.coefficients: np.ndarray | None = None
+        self.queued: list[Option] = []
+        self.untimed = list(self.options)  # run each once, in turn, before choosing
+        self.since_probe = 0
+        self.next_probe = 0
+        self.previous: Option | str = "none yet"
+
+    def ms(self, rows: int, option: Option) -> float:
+        packed, cells = option_cells(option)
+        a, b, c = self.coefficients
+        return max(a + b * rows * packed + c * rows * cells, 1e-3)
+
+    def speed(self, rows: int, option: Option) -> float:
+        """Expected tokens per millisecond of the whole batch."""
+        return rows * self.tokens[option] / self.ms(rows, option)
+
+    def best(self, rows: int) -> Option:
+        return max(self.options, key=lambda o: self.speed(rows, o))
+
+    def choose(self, rows: int) -> Option:
+        """The option of the next step of a batch of `rows`."""
+        if self.queued:
+            return self.queued.pop()
+        if self.untimed or self.coefficients is None:
+            option = self.untimed.pop(0) if self.untimed else self.options[0]
+            return self._probe(option)
+        best = self.best(rows)
+        self.since_probe += 1
+        if self.since_probe >= PROBE_EVERY and len(self.options) > 1:
+            self.since_probe = 0
+            others = [o for o in self.options if o != best]
+            self.next_probe = (self.next_probe + 1) % len(others)
+            return self._probe(others[self.next_probe])
+        return best
+
+    def _probe(self, option: Option) -> Option:
+        self.queued = [option] * (PROBE_STEPS - 1)
+        return option
+
+    def observe(self, option: Option, rows: int, accepted: Sequence[int], seconds: float, following: Option) -> None:
+        """A step of `option` over `rows` rows accepted `accepted` drafts per row, and took
+        `seconds` including the draft of `following` (the next step's option); only a step
+        inside a run of its option is timed."""
+        if option is not None and accepted:
+            mean = 1 + sum(accepted) / len(accepted)
+            self.tokens[option] = TOKEN_DECAY * self.tokens[option] + (1 - TOKEN_DECAY) * mean
+        steady = self.previous == option == following
+        self.previous = option
+        if not steady:
+            return
+        packed, cells = option_cells(option)
+        self.timed.append((1.0, rows * packed, rows * cells, 1e3 * seconds))
+        self._fit()
+
+    def _fit(self) -> None:
+        data = np.array(self.timed)
+        if len(data) < 3:
+            return
+        features, ms = data[:, :3], data[:, 3]
+        used = [0, 1, 2]
+        while True:  # least squares with every cost >= 0: drop a feature whose fit went negative
+            x = features[:, used]
+            ridge = 1e-3 * np.eye(len(used))  # keeps the fit defined while one option has been timed
+            fit = np.linalg.solve(x.T @ x + ridge, x.T @ ms)
+            if fit.min() >= 0 or len(used) == 1:
+                break
+            used.pop(int(np.argmin(fit)))
+        self.coefficients = np.zeros(3)
+        self.coefficients[used] = np.maximum(fit, 0)
