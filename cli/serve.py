@@ -111,10 +111,9 @@ def serve(
     """
     import uvicorn
 
-    from redrafter_mlx.serve.app import Batching, Limits, check_servable, serve_pipeline
+    from redrafter_mlx.serve.app import Batching, Limits, serve_pipeline
 
     pipeline = load_pipeline(model, drafter, dtype, mode, draft_model)
-    check_servable(pipeline)
     drafting = plan(pipeline, options)
     shape = drafting.shape if drafting else None
     adaptive = options.adaptive and options.beam_length is None  # an explicit length is kept

@@ -168,7 +168,8 @@ def main() -> None:
         port = free_port()
         with started(command(port), port, Path(f"{args.out}.{name.split()[0]}.log")) as url:
             model = "m" if name.startswith("redrafter") else "default_model"
-            asyncio.run(load(url, model, prompts[:2], 2, 8))  # warm up: traces, first allocations
+            warm = max(levels)  # traces, first allocations, the batch policy's first timings
+            asyncio.run(load(url, model, (prompts * warm)[:warm], warm, 16))
             for level in levels:
                 row = {"server": name, **asyncio.run(load(url, model, prompts, level, args.max_tokens))}
                 rows.append(row)

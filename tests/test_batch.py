@@ -11,8 +11,8 @@ import pytest
 from redrafter_mlx.decoding.batch import BatchDecoder, Request
 from redrafter_mlx.decoding.loop import generate_ar
 from redrafter_mlx.drafting import TreeShape
+from redrafter_mlx.drafting.kinds.draft_llm import DraftLLM
 from redrafter_mlx.drafting.loading import load_drafter_for
-from redrafter_mlx.errors import InputError
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.prompting import encode_prompt
 from redrafter_mlx.tuning.batch_policy import BatchPolicy, batch_options
@@ -53,6 +53,8 @@ DRAFTERS = {
     "medusa": lambda embedded: random_medusa(49152, 576, 4).for_target(embedded.model, "smollm2"),
     "mlp": lambda embedded: random_speculator(576, 256, 49152, 4).for_target(embedded.model, "smollm2"),
     "none": lambda embedded: None,
+    "eagle": lambda embedded: random_eagle(49152, 576, 9, 3).for_target(embedded.model, "smollm2"),
+    "draft-llm": lambda embedded: DraftLLM(embedded.model),  # the model itself: most drafts accepted
 }
 
 
@@ -66,6 +68,8 @@ CASES = [
     ("medusa", 2, TreeShape(3, 4, 8)),
     ("mlp", 2, TreeShape(3, 4, 8)),
     ("none", 2, TreeShape(3, 4, 8)),
+    ("eagle", 2, TreeShape(3, 4, 8)),
+    ("draft-llm", 1, TreeShape(2, 3, 2)),
     ("shipped", 1, "policy"),
     ("medusa", 2, "policy"),
 ]
@@ -137,18 +141,33 @@ def test_at_most_one_host_read_per_step_for_the_whole_batch(embedded, references
     assert sum(reads.values()) <= steps, reads
 
 
-def test_stateful_drafters_are_refused(embedded):
-    with pytest.raises(InputError, match="stateless drafter kinds"):
-        BatchDecoder(embedded.model, random_eagle(49152, 576, 9, 3).for_target(embedded.model, "smollm2"))
+def test_stateful_drafters_keep_a_session_per_row_and_ignore_the_policy(embedded):
+    eagle = random_eagle(49152, 576, 9, 3).for_target(embedded.model, "smollm2")
+    decoder = BatchDecoder(embedded.model, eagle, TreeShape(3, 4, 8), policy=policy_for(TreeShape(3, 4, 8)))
+    for handle, text in enumerate(MORE_PROMPTS[:3]):
+        decoder.add(handle, Request(encode_prompt(embedded.tokenizer, text), DecodingOptions(max_tokens=8)))
+    decoder.step()
+    sessions = [row.session for row in decoder.rows]
+    assert len(sessions) == 3 and len({id(s) for s in sessions}) == 3 and decoder.policy is None
 
 
 OTHER_PROMPT = [2, 4]  # a shorter prompt in the same batch: rows of different lengths
 
 
+SAMPLED_DRAFTERS = {
+    "rnn": lambda: random_drafter(TINY_VOCAB, 32, seed=5),
+    "eagle": lambda: random_eagle(TINY_VOCAB, 32, 4, 2, seed=3),
+    "draft-llm": lambda: DraftLLM(TINY),
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("temperature, adaptive", [(1.0, False), (0.7, False), (0.7, True)])
-def test_sampled_rows_have_the_llm_distribution_each_from_its_own_seed(temperature, adaptive):
-    drafter = random_drafter(TINY_VOCAB, 32, seed=5)
+@pytest.mark.parametrize(
+    "kind, temperature, adaptive",
+    [("rnn", 1.0, False), ("rnn", 0.7, False), ("rnn", 0.7, True), ("eagle", 0.7, False), ("draft-llm", 1.0, False)],
+)
+def test_sampled_rows_have_the_llm_distribution_each_from_its_own_seed(kind, temperature, adaptive):
+    drafter = SAMPLED_DRAFTERS[kind]()
     policy = policy_for(TreeShape(2, 3, 2)) if adaptive else None
     decoder = BatchDecoder(TINY, drafter, TreeShape(2, 3, 2), lookup=False, policy=policy)
     rounds, seqs = 375, 3

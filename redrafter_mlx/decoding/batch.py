@@ -1,17 +1,21 @@
 """Batched tree-verified decoding: B answers share every verify forward pass.
 
 Each row is one request with its own prompt, sampler (and PRNG key), cache length,
-candidate tree and accepted count. A step drafts all rows' trees in one batched draft
-phase, packs the B trees into (B, P) with per-row tree masks and RoPE positions, verifies
-them in ONE forward pass over a `BatchKVCache`, accepts per row and compacts each row's
-cache. Rows join (`add`: prefill, first token, first tree) and leave (`remove`, or when
+candidate tree and accepted count. A step drafts all rows' trees, packs the B trees into
+(B, P) with per-row tree masks and RoPE positions, verifies them in ONE forward pass over a
+`BatchKVCache`, accepts per row and compacts each row's cache. Requests join (`add`; their
+prompts are prefilled a token budget per step so running rows keep streaming, from the
+`PromptCache`'s longest prefix of them where it holds one) and leave (`remove`, or when
 their answer ends) between steps: continuous batching. As in `loop.generate_redrafter`,
 the only host read of a step fetches every row's accepted tokens and next tree size
 together, so a row's tokens are those of its batch-1 decoding: greedy output identical, and
 sampling exact per row, each request drawing from its own seed.
 
-Stateless drafter kinds only (the RNN, Medusa, the MLP speculator): a stateful kind's
-cache would need a batch of its own. No drafter decodes plainly, as trees of one token.
+Stateless drafters (the RNN, Medusa, the MLP speculator) draft every row in one compiled
+phase, and a `BatchPolicy` may choose each step's tree (or a plain step) for the batch as
+it is. Stateful ones (EAGLE 1/2/3, draft LLMs) keep a session per row, told what its row
+emitted, and draft each row's tree from it (the served shape every step). No drafter:
+plain decoding, as trees of one token.
 """
 
 from __future__ import annotations
@@ -23,10 +27,9 @@ from dataclasses import dataclass, field
 
 import mlx.core as mx
 
-from ..drafting import BatchDraftFn, TreeDrafter, TreeShape, make_batch_draft_fn
+from ..drafting import BatchDraftFn, DraftFn, TreeDrafter, TreeShape, make_batch_draft_fn, make_draft_fn
 from ..drafting.beam_search import DRAFT_TOP_K
 from ..drafting.lookup import TextBuffer
-from ..errors import InputError
 from ..models.cache import BatchKVCache
 from ..models.llm import LLM
 from ..options import DecodingOptions
@@ -75,6 +78,8 @@ class _Row:
     count: int  # unique tokens of the row's drafted tree (its packed length before padding)
     stats: GenerationStats
     sequence: list[int]  # prompt and every token emitted, accepted or not yet committed
+    session: TreeDrafter | None = None  # a stateful drafter's, for this row alone
+    phase: DraftFn | None = None  # its draft phase
     started: float = field(default_factory=time.perf_counter)
 
     def sampler(self):
@@ -86,8 +91,9 @@ class _Row:
 class BatchDecoder:
     """Continuous-batching tree-verified decoding: one verify pass per step for every row.
     Use: `add` requests, call `step` while `busy`, `remove` a request whose client left.
-    `shape`: the tree every row drafts (default `FALLBACK_SHAPE`, W=3 L=5 S=3), or with a
-    `policy`, the first of its options; no drafter: plain decoding. `draft_top_k`: the beam
+    `shape`: the tree every row drafts (default `FALLBACK_SHAPE`, W=3 L=5 S=3); with a
+    `policy` (stateless drafters), each step's option is the policy's, and `shape` is kept
+    only while a seeded request samples; no drafter: plain decoding. `draft_top_k`: the beam
     search's top-k (each request's sampler has its own). `prefill_budget`: prompt tokens
     joins prefill per step while rows decode. `prompt_cache`: finished rows' keys/values,
     reused by prompts that start with their tokens."""
@@ -105,12 +111,9 @@ class BatchDecoder:
         prefill_budget: int = PREFILL_BUDGET,
         prompt_cache: PromptCache | None = None,
     ):
-        if drafter is not None and drafter.stateful:
-            raise InputError(
-                f"batched decoding drafts with stateless drafter kinds (redrafter, medusa, "
-                f"mlp-speculator), not {drafter.kind}"
-            )
-        self.model, self.drafter, self.policy = model, drafter, policy if drafter is not None else None
+        self.stateful = drafter is not None and drafter.stateful
+        self.model, self.drafter = model, drafter
+        self.policy = policy if drafter is not None and not self.stateful else None
         self.fixed: Option = None if drafter is None else shape or FALLBACK_SHAPE
         self.option = self.fixed  # the option of the trees drafted last (self.beams)
         options = self.policy.options if self.policy is not None else [self.fixed]
@@ -118,7 +121,8 @@ class BatchDecoder:
         self.lookup = lookup and drafter is not None
         self.eos_ids = frozenset(eos_ids)
         self.prefill_budget, self.prompt_cache = prefill_budget, prompt_cache
-        self.joins = Joins(model, prompt_cache)
+        self.taps, self.width = (drafter.target_layers if drafter else ()), model.args.hidden_size
+        self.joins = Joins(model, prompt_cache, self.taps, keep_states=self.stateful)
         self.requests: dict[Hashable, Request] = {}
         self.cache = BatchKVCache(len(model.layers))
         self.rows: list[_Row] = []
@@ -149,7 +153,7 @@ class BatchDecoder:
         self.requests[handle] = request
         self.joins.add(handle, request.prompt)
 
-    def _admit(self, join: Join, hidden: mx.array) -> Update:
+    def _admit(self, join: Join) -> Update:
         """A prefilled request's first token and first tree; its row joins the batch unless
         its answer already ended (see the update's finish_reason)."""
         request = self.requests.pop(join.handle)
@@ -160,12 +164,22 @@ class BatchDecoder:
         room = max_tokens + 2 * self.longest
         text = TextBuffer(request.prompt, room) if self.lookup else TextBuffer([], 1)
         row = _Row(join.handle, request, max_tokens, text, mx.random.key(seed), 0, stats, list(request.prompt))
+        states = mx.concatenate(join.states) if len(join.states) > 1 else join.states[0]
+        hidden, feed = states[-1, : self.width], states[:, self.width :] if self.taps else states
         sampler = row.sampler()
         token = sampler(sampler_scores(sampler, self.model.logits(hidden))).astype(mx.int32).reshape(1)
         if self.lookup:
             text.stage(token)
         length = mx.array([text.length + 1], mx.int32)
-        beams, layout = self._draft(self.option)(hidden[None], token, text.tokens, length)
+        if self.stateful:
+            row.session = self.drafter.open(self.model, request.prompt, feed)
+            embedding, top_k = self.model.embedding, self.draft_top_k
+            row.phase = make_draft_fn(row.session, embedding, self.option, draft_top_k=top_k, lookup=self.lookup)
+            row.session.stage(token, feed[-1:], mx.array(1, mx.int32))
+            beams, layout = row.phase(feed[-1], token[0], text.tokens, length)
+            beams, layout = beams[None], TreeLayout.combine(lambda a: a[None], layout)
+        else:
+            beams, layout = self._draft(self.option)(feed[-1][None], token, text.tokens, length)
         read = mx.concatenate([token, layout.count])
         logprobs = None
         if request.logprobs is not None:
@@ -232,7 +246,7 @@ class BatchDecoder:
         budget = self.prefill_budget if self.rows else None
         if not self.rows:  # no trees pending: joins draft the next step's option
             self.option = self._next_option(1)
-        updates = [self._admit(join, hidden) for join, hidden in self.joins.advance(budget)]
+        updates = [self._admit(join) for join in self.joins.advance(budget)]
         if not self.rows:
             return updates
         tic = time.perf_counter()
@@ -242,8 +256,9 @@ class BatchDecoder:
         tokens = mx.stack([p.tokens for p in packed])
         positions = mx.stack([p.depth for p in packed]) + self.cache.offsets()[:, None]
         mask = self.cache.attention_mask(mx.stack([p.mask for p in packed]))
-        block = self.model(tokens, self.cache, positions, mask)  # (B, P, D)
-        logits = self.model.logits(block)
+        block = self.model(tokens, self.cache, positions, mask, self.taps)  # (B, P, D (+ taps))
+        feed = block[..., self.width :] if self.taps else block  # what the drafter reads
+        logits = self.model.logits(block[..., : self.width] if self.taps else block)
         results, samplers = [], [row.sampler() for row in rows]
         for b, sampler in enumerate(samplers):
             results.append(accept(beams[b], layout.unpack_index[b], sampler_scores(sampler, logits[b]), sampler))
@@ -253,11 +268,15 @@ class BatchDecoder:
             if self.lookup:
                 row.text.stage(r.emitted)
             lengths.append(row.text.length + r.accepted + 1)
-        hidden = mx.stack([block[b, r.next_index] for b, r in enumerate(results)])
+        hidden = mx.stack([feed[b, r.next_index] for b, r in enumerate(results)])
         next_tokens = mx.stack([r.next_token for r in results])
         self.option = self._next_option(len(rows))
-        draft = self._draft(self.option)
-        self.beams, self.layout = draft(hidden, next_tokens, self._texts(), mx.stack(lengths).astype(mx.int32))
+        lengths = mx.stack(lengths).astype(mx.int32)
+        if self.stateful:
+            self.beams, self.layout = self._draft_rows(results, feed, hidden, next_tokens, lengths)
+        else:
+            draft = self._draft(self.option)
+            self.beams, self.layout = draft(hidden, next_tokens, self._texts(), lengths)
         length = beams.shape[-1]
         read = mx.concatenate(
             [
@@ -278,6 +297,9 @@ class BatchDecoder:
         if self.policy is not None:
             self.policy.observe(option, len(rows), accepted, time.perf_counter() - tic, self.option)
         self.cache.commit([a + 1 for a in accepted])
+        for row, a in zip(rows, accepted):
+            if row.session is not None:
+                row.session.commit(a + 1)
         keep = []
         now = time.perf_counter()
         cells = 1 if option is None else option.beam_width * option.beam_length
@@ -304,6 +326,17 @@ class BatchDecoder:
         if len(keep) < len(rows):
             self._keep(keep)
         return updates
+
+    def _draft_rows(
+        self, results: list, feed: mx.array, hidden: mx.array, tokens: mx.array, lengths: mx.array
+    ) -> tuple[mx.array, TreeLayout]:
+        """Each row's tree from its own session, told the tokens its step emitted (lazily)."""
+        trees = []
+        for b, (row, r) in enumerate(zip(self.rows, results)):
+            row.session.stage(r.emitted, feed[b][r.path], r.accepted + 1)
+            trees.append(row.phase(hidden[b], tokens[b], row.text.tokens, lengths[b : b + 1]))
+        beams = mx.stack([beams for beams, _ in trees])
+        return beams, TreeLayout.combine(lambda *fields: mx.stack(fields), *(layout for _, layout in trees))
 
     def _next_option(self, rows: int) -> Option:
         """The policy's choice for `rows` rows, or the fixed shape while a request with a seed

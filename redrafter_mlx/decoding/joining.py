@@ -28,13 +28,22 @@ class Join:
     cache: KVCache  # the prompt's keys/values so far
     cached: int  # prompt tokens restored from the prompt cache
     arrived: float = field(default_factory=time.perf_counter)
+    states: list[mx.array] = field(default_factory=list)  # hidden states (with taps) of the chunks run
 
 
 class Joins:
-    """Prompts waiting to join, in arrival order."""
+    """Prompts waiting to join, in arrival order. `taps`: the LLM layers whose inputs follow
+    the hidden states (`LLM.__call__`); `keep_states`: keep every prefilled token's states
+    (a stateful drafter opens on them), not only the last one's."""
 
-    def __init__(self, model: LLM, prompt_cache: PromptCache | None = None):
-        self.model, self.prompt_cache = model, prompt_cache
+    def __init__(
+        self,
+        model: LLM,
+        prompt_cache: PromptCache | None = None,
+        taps: tuple[int, ...] = (),
+        keep_states: bool = False,
+    ):
+        self.model, self.prompt_cache, self.taps, self.keep_states = model, prompt_cache, taps, keep_states
         self.waiting: deque[Join] = deque()
 
     def __len__(self) -> int:
@@ -51,20 +60,22 @@ class Joins:
             self.waiting.remove(join)
         return join
 
-    def advance(self, budget: int | None) -> list[tuple[Join, mx.array]]:
+    def advance(self, budget: int | None) -> list[Join]:
         """Prefill the oldest prompts, at most `budget` tokens (None: all of them); the joins
-        whose prompt is now complete, each with its last token's hidden state (lazy)."""
+        whose prompt is now complete (their `states` end with the last token's, lazily)."""
         ready = []
         while self.waiting and (budget is None or budget > 0):
             join = self.waiting[0]
             left = len(join.prompt) - join.cache.length
             take = left if budget is None else min(budget, left)
             start = join.cache.length
-            hidden = prefill(self.model, mx.array(join.prompt[start : start + take], mx.uint32), join.cache)
+            chunk = mx.array(join.prompt[start : start + take], mx.uint32)
+            states = prefill(self.model, chunk, join.cache, self.taps)
+            join.states = [*join.states, states] if self.keep_states else [states[-1:]]
             if budget is not None:
                 budget -= take
             if take == left:
-                ready.append((self.waiting.popleft(), hidden[-1]))
+                ready.append(self.waiting.popleft())
             else:
-                mx.eval(join.cache.state())
+                mx.eval(join.cache.state(), join.states)
         return ready

@@ -26,7 +26,6 @@ from ..api import Pipeline
 from ..decoding.batch import PREFILL_BUDGET, BatchDecoder
 from ..decoding.prompt_cache import PromptCache
 from ..drafting import TreeShape
-from ..errors import InputError
 from ..options import DecodingOptions
 from ..tuning.batch_policy import BatchPolicy, batch_options
 from .engine import Engine, QueueFull, Ticket
@@ -50,16 +49,6 @@ class Batching:
     adaptive: bool = True
 
 
-def check_servable(pipeline: Pipeline) -> None:
-    """InputError unless the pipeline's drafter (if any) can decode in a batch."""
-    drafter = pipeline.drafter
-    if drafter is not None and drafter.stateful:
-        raise InputError(
-            f"serve batches stateless drafters (redrafter, medusa, mlp-speculator); a {drafter.kind} "
-            f"drafter keeps a cache per request: use `redrafter chat` or `generate` with it"
-        )
-
-
 def serve_pipeline(
     pipeline: Pipeline,
     *,
@@ -75,7 +64,6 @@ def serve_pipeline(
     `batching.max_batch` requests per step with tree `shape` (or, adaptive, the best of
     `batch_options(shape)` for each step); `defaults` fill a request's missing max_tokens
     and temperature."""
-    check_servable(pipeline)
     loaded, drafter = pipeline.loaded, pipeline.drafter
     pipeline.materialize()
     prompt_cache = PromptCache(batching.prompt_cache_bytes) if batching.prompt_cache_bytes else None

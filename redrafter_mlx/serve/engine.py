@@ -95,6 +95,11 @@ class Engine:
         with mx.stream(mx.new_stream(mx.default_device())):  # MLX streams belong to a thread
             self.decoder = self.make_decoder()
             self._serve()
+        # A stream left to die with its thread can abort the process at exit ("terminate called
+        # without an active exception", status 134): finish its work and destroy it here.
+        self.decoder = None
+        mx.synchronize()
+        mx.clear_streams()
 
     def _serve(self) -> None:
         while True:

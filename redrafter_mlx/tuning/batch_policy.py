@@ -10,16 +10,18 @@ plan's tree, narrow chains of each length) by
     B x tokens per row per step  /  step time at (B, option)
 
 with both halves measured on this batch's own steps: tokens per row per step as a decayed
-mean per option, and step time by a linear model, time = a + b x (B x P) + c x (B x S x L)
-(a: the pass's fixed cost, b: per verified token, c: per drafted cell), refitted by least
-squares on the recent steps that ran inside a run of their option. Options not chosen are
-probed now and then (`PROBE_EVERY`), a few steps each, so both halves follow the text and
-the machine. The choice depends on tokens already decided and on timings, never on the
-draws acceptance makes: output stays exact (greedy identical, sampling exact per row).
+mean per option, and step time by a linear model, time = a + r x B + b x (B x P) + c x
+(B x S x L) (a: the pass's fixed cost, r: per row, b: per verified token, c: per drafted
+cell), refitted by least squares, every cost >= 0, on the recent steps that ran inside a run
+of their option. Options not chosen are probed now and then, a few steps each, less often
+the more a probe would lose (`PROBE_BUDGET`), so both halves follow the text and the
+machine. The choice depends on tokens already decided and on timings, never on the draws
+acceptance makes: output stays exact (greedy identical, sampling exact per row).
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Sequence
 
@@ -28,7 +30,9 @@ import numpy as np
 from ..drafting import TreeShape
 from .controller import UNCALIBRATED_RATE, Option, geometric_drafts
 
-PROBE_EVERY = 32  # steps of the best option between probes of another
+PROBE_EVERY = 32  # steps of the best option between probes of another, at least
+MAX_PROBE_INTERVAL = 256
+PROBE_BUDGET = 0.03  # the share of decoding time probes may lose against the best option
 PROBE_STEPS = 3  # a probe runs this many steps: the middle one is timed inside a run
 HISTORY = 256  # timed steps the cost model is fitted on
 TOKEN_DECAY = 0.9  # per step, for the tokens-per-row means
@@ -39,6 +43,12 @@ def option_cells(option: Option) -> tuple[int, int]:
     if option is None:
         return 1, 0
     return option.max_packed, option.search_width * option.beam_length
+
+
+def features(rows: int, option: Option) -> np.ndarray:
+    """What a step's time is linear in: 1, B, B x P, B x S x L."""
+    packed, cells = option_cells(option)
+    return np.array([1.0, rows, rows * packed, rows * cells])
 
 
 def batch_options(shape: TreeShape, lengths: Sequence[int] = ()) -> list[Option]:
@@ -55,7 +65,7 @@ class BatchPolicy:
     def __init__(self, options: Sequence[Option], prior_rate: float = UNCALIBRATED_RATE):
         self.options = list(options)
         self.tokens = {o: 1.0 if o is None else 1 + geometric_drafts(prior_rate, o.beam_length) for o in self.options}
-        self.timed: deque[tuple[float, float, float, float]] = deque(maxlen=HISTORY)  # 1, B*P, B*S*L -> ms
+        self.timed: deque[tuple[float, ...]] = deque(maxlen=HISTORY)  # 1, B, B*P, B*S*L -> ms
         self.coefficients: np.ndarray | None = None
         self.queued: list[Option] = []
         self.untimed = list(self.options)  # run each once, in turn, before choosing
@@ -64,9 +74,7 @@ class BatchPolicy:
         self.previous: Option | str = "none yet"
 
     def ms(self, rows: int, option: Option) -> float:
-        packed, cells = option_cells(option)
-        a, b, c = self.coefficients
-        return max(a + b * rows * packed + c * rows * cells, 1e-3)
+        return max(float(self.coefficients @ features(rows, option)), 1e-3)
 
     def speed(self, rows: int, option: Option) -> float:
         """Expected tokens per millisecond of the whole batch."""
@@ -83,13 +91,22 @@ class BatchPolicy:
             option = self.untimed.pop(0) if self.untimed else self.options[0]
             return self._probe(option)
         best = self.best(rows)
+        others = [o for o in self.options if o != best]
         self.since_probe += 1
-        if self.since_probe >= PROBE_EVERY and len(self.options) > 1:
-            self.since_probe = 0
-            others = [o for o in self.options if o != best]
-            self.next_probe = (self.next_probe + 1) % len(others)
-            return self._probe(others[self.next_probe])
+        if others:
+            candidate = others[self.next_probe % len(others)]
+            if self.since_probe >= self.probe_interval(rows, best, candidate):
+                self.since_probe, self.next_probe = 0, self.next_probe + 1
+                return self._probe(candidate)
         return best
+
+    def probe_interval(self, rows: int, best: Option, probe: Option) -> int:
+        """Steps of `best` before a probe of `probe`: at least `PROBE_EVERY`, and enough that
+        the probe's loss against `best` is at most `PROBE_BUDGET` of the time."""
+        best_ms = self.ms(rows, best)
+        loss = PROBE_STEPS * (self.ms(rows, probe) - self.tokens[probe] * best_ms / self.tokens[best])
+        steps = math.ceil(loss / (PROBE_BUDGET * best_ms)) if loss > 0 else 0
+        return min(max(PROBE_EVERY, steps), MAX_PROBE_INTERVAL)
 
     def _probe(self, option: Option) -> Option:
         self.queued = [option] * (PROBE_STEPS - 1)
@@ -106,22 +123,21 @@ class BatchPolicy:
         self.previous = option
         if not steady:
             return
-        packed, cells = option_cells(option)
-        self.timed.append((1.0, rows * packed, rows * cells, 1e3 * seconds))
+        self.timed.append((*features(rows, option), 1e3 * seconds))
         self._fit()
 
     def _fit(self) -> None:
         data = np.array(self.timed)
         if len(data) < 3:
             return
-        features, ms = data[:, :3], data[:, 3]
-        used = [0, 1, 2]
+        x_all, ms = data[:, :-1], data[:, -1]
+        used = list(range(x_all.shape[1]))
         while True:  # least squares with every cost >= 0: drop a feature whose fit went negative
-            x = features[:, used]
+            x = x_all[:, used]
             ridge = 1e-3 * np.eye(len(used))  # keeps the fit defined while one option has been timed
             fit = np.linalg.solve(x.T @ x + ridge, x.T @ ms)
             if fit.min() >= 0 or len(used) == 1:
                 break
             used.pop(int(np.argmin(fit)))
-        self.coefficients = np.zeros(3)
+        self.coefficients = np.zeros(x_all.shape[1])
         self.coefficients[used] = np.maximum(fit, 0)
