@@ -85,6 +85,20 @@ def chat(client: OpenAI, prompt: str, max_tokens: int, **extra):
     )
 
 
+async def chat_together(url: str, prompts: list[str], max_tokens: int) -> list[str]:
+    """Greedy chat answers to `prompts`, all sent at once."""
+    client = AsyncOpenAI(base_url=f"{url}/v1", api_key="unused")
+    replies = await asyncio.gather(
+        *(
+            client.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": p}], max_tokens=max_tokens, temperature=0
+            )
+            for p in prompts
+        )
+    )
+    return [r.choices[0].message.content for r in replies]
+
+
 def test_greedy_chat_answers_equal_generate_alone_and_four_at_once(pipeline, url):
     client = OpenAI(base_url=f"{url}/v1", api_key="unused")
     prompts = MORE_PROMPTS[:4]
@@ -94,19 +108,7 @@ def test_greedy_chat_answers_equal_generate_alone_and_four_at_once(pipeline, url
     assert alone.usage.completion_tokens <= 24 and alone.usage.prompt_tokens > 0
     assert alone.model_extra["redrafter"]["tokens_per_step"] >= 1.0
 
-    async def together():
-        clients = AsyncOpenAI(base_url=f"{url}/v1", api_key="unused")
-        replies = await asyncio.gather(
-            *(
-                clients.chat.completions.create(
-                    model=MODEL, messages=[{"role": "user", "content": p}], max_tokens=24, temperature=0
-                )
-                for p in prompts
-            )
-        )
-        return [r.choices[0].message.content for r in replies]
-
-    assert asyncio.run(together()) == references
+    assert asyncio.run(chat_together(url, prompts, 24)) == references
 
 
 def test_streamed_chat_and_completions_give_the_same_text(pipeline, url):
@@ -425,20 +427,7 @@ def test_an_eagle_is_served_with_each_answer_what_generate_gives_alone(embedded)
     prompts = MORE_PROMPTS[:3]
     references = [expected(eagle, p, 16) for p in prompts]
     with running(eagle, batching=Batching(max_batch=2)) as base:  # the third joins as one leaves
-
-        async def together():
-            clients = AsyncOpenAI(base_url=f"{base}/v1", api_key="unused")
-            replies = await asyncio.gather(
-                *(
-                    clients.chat.completions.create(
-                        model=MODEL, messages=[{"role": "user", "content": p}], max_tokens=16, temperature=0
-                    )
-                    for p in prompts
-                )
-            )
-            return [r.choices[0].message.content for r in replies]
-
-        assert asyncio.run(together()) == references
+        assert asyncio.run(chat_together(base, prompts, 16)) == references
 
 
 def test_a_second_turn_reuses_the_first_from_the_prompt_cache_and_answers_the_same(pipeline, url):
