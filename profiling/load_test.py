@@ -29,6 +29,8 @@ from redrafter_mlx.formats.loading import load as load_model
 from redrafter_mlx.profiling.bench import mlx_lm_folder, scratch_dir
 from redrafter_mlx.runtime.fastblas import find_openblas
 
+RETRIES = 5  # per request, for connections dropped before any answer
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -62,6 +64,9 @@ def started(command: list[str], port: int, log: Path):
 
 
 async def one_request(client: httpx.AsyncClient, url: str, model: str, prompt: str, max_tokens: int) -> dict:
+    """One streamed greedy chat answer, timed from the first attempt. A connection the server
+    drops before answering (mlx_lm.server's listen backlog overflows when 16 connect at once)
+    is retried, as a client would, and counted."""
     body = {
         "model": model,
         "messages": [{"role": "user", "content": prompt}],
@@ -71,24 +76,32 @@ async def one_request(client: httpx.AsyncClient, url: str, model: str, prompt: s
         "stream_options": {"include_usage": True},
     }
     tic = time.perf_counter()
-    first, text, usage = None, "", None
-    async with client.stream("POST", f"{url}/chat/completions", json=body) as reply:
-        reply.raise_for_status()
-        async for line in reply.aiter_lines():
-            if not line.startswith("data:") or line.strip() == "data: [DONE]":
-                continue
-            chunk = json.loads(line[5:])
-            for choice in chunk.get("choices", []):
-                piece = (choice.get("delta") or {}).get("content") or ""
-                if piece and first is None:
-                    first = time.perf_counter() - tic
-                text += piece
-            usage = chunk.get("usage") or usage
+    for retries in range(RETRIES + 1):
+        first, text, usage = None, "", None
+        try:
+            async with client.stream("POST", f"{url}/chat/completions", json=body) as reply:
+                reply.raise_for_status()
+                async for line in reply.aiter_lines():
+                    if not line.startswith("data:") or line.strip() == "data: [DONE]":
+                        continue
+                    chunk = json.loads(line[5:])
+                    for choice in chunk.get("choices", []):
+                        piece = (choice.get("delta") or {}).get("content") or ""
+                        if piece and first is None:
+                            first = time.perf_counter() - tic
+                        text += piece
+                    usage = chunk.get("usage") or usage
+            break
+        except (httpx.ReadError, httpx.ConnectError, httpx.RemoteProtocolError):
+            if text or retries == RETRIES:
+                raise
+            await asyncio.sleep(0.05 * (retries + 1))
     return {
         "latency": time.perf_counter() - tic,
         "ttft": first or 0.0,
         "text": text,
         "tokens": (usage or {}).get("completion_tokens", 0),
+        "retries": retries,
     }
 
 
@@ -119,6 +132,7 @@ async def load(url: str, model: str, prompts: list[str], concurrency: int, max_t
         "latency_p95": pick(latencies, 0.95),
         "ttft_p50": pick(ttfts, 0.5),
         "ttft_p95": pick(ttfts, 0.95),
+        "retries": sum(r["retries"] for r in results),
         "texts": [r["text"] for r in results],
     }
 

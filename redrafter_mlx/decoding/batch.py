@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import mlx.core as mx
@@ -128,7 +128,6 @@ class BatchDecoder:
         self.rows: list[_Row] = []
         self.beams: mx.array | None = None  # (B, W, L) each row's next tree
         self.layout: TreeLayout | None = None  # (B, W, L) unpack index and owner, (B,) count
-        self.padded = [bucket(c, self.longest) for c in range(self.longest + 1)]
         self.draft_top_k = draft_top_k
         self._drafts: dict[Option, BatchDraftFn] = {}
 
@@ -240,18 +239,27 @@ class BatchDecoder:
         self.layout = TreeLayout.combine(lambda a: a[index], self.layout)
 
     def step(self) -> list[Update]:
-        """Prefill joining prompts (within the budget while rows decode) and admit those that
-        are complete; then verify every row's tree in one forward pass: an update per row
-        (rows whose answer ended leave the batch)."""
+        """`admit` then `verify`: every update of one step."""
+        return [*self.admit(), *self.verify()]
+
+    def admit(self) -> Iterator[Update]:
+        """Prefill joining prompts (within the budget while rows decode; all of them when none
+        does) and admit each as it completes, yielding its first update at once."""
         budget = self.prefill_budget if self.rows else None
         if not self.rows:  # no trees pending: joins draft the next step's option
             self.option = self._next_option(1)
-        updates = [self._admit(join) for join in self.joins.advance(budget)]
+        for join in self.joins.advance(budget):
+            yield self._admit(join)
+
+    def verify(self) -> list[Update]:
+        """Verify every row's tree in one forward pass: an update per row (rows whose answer
+        ended leave the batch)."""
         if not self.rows:
-            return updates
+            return []
+        updates = []
         tic = time.perf_counter()
         rows, beams, layout, option = self.rows, self.beams, self.layout, self.option
-        size = self.padded[max(row.count for row in rows)]
+        size = bucket(max(row.count for row in rows), 1 if option is None else option.max_packed)
         packed = [pack(beams[b], TreeLayout.combine(lambda a, b=b: a[b], layout), size) for b in range(len(rows))]
         tokens = mx.stack([p.tokens for p in packed])
         positions = mx.stack([p.depth for p in packed]) + self.cache.offsets()[:, None]
@@ -262,7 +270,7 @@ class BatchDecoder:
         results, samplers = [], [row.sampler() for row in rows]
         for b, sampler in enumerate(samplers):
             results.append(accept(beams[b], layout.unpack_index[b], sampler_scores(sampler, logits[b]), sampler))
-        self.cache.gather_pending(mx.stack([r.path for r in results]))
+        paths = mx.stack([r.path for r in results])  # (B, L)
         lengths = []
         for row, r in zip(rows, results):
             if self.lookup:
@@ -276,12 +284,13 @@ class BatchDecoder:
             self.beams, self.layout = self._draft_rows(results, feed, hidden, next_tokens, lengths)
         else:
             draft = self._draft(self.option)
-            self.beams, self.layout = draft(hidden, next_tokens, self._texts(), lengths)
+            self.beams, self.layout = draft(hidden, next_tokens, self._texts(self.option), lengths)
         length = beams.shape[-1]
         read = mx.concatenate(
             [
                 mx.stack([r.accepted for r in results]),
                 mx.stack([r.emitted for r in results]).reshape(-1),
+                paths.reshape(-1),
                 self.layout.count,
             ]
         )
@@ -293,9 +302,13 @@ class BatchDecoder:
         if logprobs:  # evaluated with the step: still one synchronisation
             mx.eval(read, logprobs)
         read = read.tolist()
-        accepted, emitted, counts = read[: len(rows)], read[len(rows) : -len(rows)], read[-len(rows) :]
+        n, cut = len(rows), len(rows) * (1 + length)
+        accepted, emitted, counts = read[:n], read[n:cut], read[-n:]
+        kept_paths = [read[cut + b * length : cut + b * length + a + 1] for b, a in enumerate(accepted)]
         if self.policy is not None:
             self.policy.observe(option, len(rows), accepted, time.perf_counter() - tic, self.option)
+        if any(path != list(range(len(path))) for path in kept_paths):  # else nothing moves
+            self.cache.gather_pending(paths)
         self.cache.commit([a + 1 for a in accepted])
         for row, a in zip(rows, accepted):
             if row.session is not None:
@@ -347,11 +360,13 @@ class BatchDecoder:
             return self.fixed
         return self.policy.choose(rows)
 
-    def _texts(self) -> mx.array:
-        """(B, N) every row's lookup buffer, padded to the longest."""
-        if not self.lookup:
+    def _texts(self, option: Option) -> mx.array:
+        """(B, N) every row's lookup buffer, padded to a power of two N so that the compiled
+        draft phase, traced once per input shape, is not traced again whenever rows come and
+        go; (B, 1) zeros for a plain step or without the lookup."""
+        if option is None or not self.lookup:
             return mx.zeros((len(self.rows), 1), mx.int32)
-        width = max(row.text.tokens.shape[1] for row in self.rows)
+        width = 1 << (max(row.text.tokens.shape[1] for row in self.rows) - 1).bit_length()
         return mx.concatenate(
             [mx.pad(row.text.tokens, [(0, 0), (0, width - row.text.tokens.shape[1])]) for row in self.rows]
         )

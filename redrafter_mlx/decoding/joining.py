@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 
 import mlx.core as mx
@@ -60,10 +60,9 @@ class Joins:
             self.waiting.remove(join)
         return join
 
-    def advance(self, budget: int | None) -> list[Join]:
-        """Prefill the oldest prompts, at most `budget` tokens (None: all of them); the joins
-        whose prompt is now complete (their `states` end with the last token's, lazily)."""
-        ready = []
+    def advance(self, budget: int | None) -> Iterator[Join]:
+        """Prefill the oldest prompts, at most `budget` tokens (None: all of them), yielding
+        each join as its prompt completes (its `states` end with the last token's, lazily)."""
         while self.waiting and (budget is None or budget > 0):
             join = self.waiting[0]
             left = len(join.prompt) - join.cache.length
@@ -75,7 +74,6 @@ class Joins:
             if budget is not None:
                 budget -= take
             if take == left:
-                ready.append(self.waiting.popleft())
+                yield self.waiting.popleft()
             else:
                 mx.eval(join.cache.state(), join.states)
-        return ready

@@ -122,7 +122,9 @@ class Engine:
                 for ticket in joining:
                     self._active[ticket.handle] = ticket
                     self.decoder.add(ticket.handle, ticket.request)
-                for update in self.decoder.step():
+                for update in self.decoder.admit():  # each first token as soon as it is known
+                    self._route(update)
+                for update in self.decoder.verify():
                     self._route(update)
             except Exception as error:  # a failed step fails its rows, not the server
                 for ticket in self._active.values():

@@ -10,10 +10,11 @@ plan's tree, narrow chains of each length) by
     B x tokens per row per step  /  step time at (B, option)
 
 with both halves measured on this batch's own steps: tokens per row per step as a decayed
-mean per option, and step time by a linear model, time = a + r x B + b x (B x P) + c x
+mean per option, and step time as the median of its last timings at (B, option) where that
+has been timed, else by a linear model, time = a + r x B + b x (B x P) + c x
 (B x S x L) (a: the pass's fixed cost, r: per row, b: per verified token, c: per drafted
-cell), refitted by least squares, every cost >= 0, on the recent steps that ran inside a run
-of their option. Options not chosen are probed now and then, a few steps each, less often
+cell), refitted by least squares, every cost >= 0, on every (B, option) timed (a step is
+timed only inside a run of its option). Options not chosen are probed now and then, a few steps each, less often
 the more a probe would lose (`PROBE_BUDGET`), so both halves follow the text and the
 machine. The choice depends on tokens already decided and on timings, never on the draws
 acceptance makes: output stays exact (greedy identical, sampling exact per row).
@@ -34,8 +35,8 @@ PROBE_EVERY = 32  # steps of the best option between probes of another, at least
 MAX_PROBE_INTERVAL = 256
 PROBE_BUDGET = 0.03  # the share of decoding time probes may lose against the best option
 PROBE_STEPS = 3  # a probe runs this many steps: the middle one is timed inside a run
-HISTORY = 256  # timed steps the cost model is fitted on
 TOKEN_DECAY = 0.9  # per step, for the tokens-per-row means
+SAMPLES = 5  # step times kept per (B, option)
 
 
 def option_cells(option: Option) -> tuple[int, int]:
@@ -65,15 +66,27 @@ class BatchPolicy:
     def __init__(self, options: Sequence[Option], prior_rate: float = UNCALIBRATED_RATE):
         self.options = list(options)
         self.tokens = {o: 1.0 if o is None else 1 + geometric_drafts(prior_rate, o.beam_length) for o in self.options}
-        self.timed: deque[tuple[float, ...]] = deque(maxlen=HISTORY)  # 1, B, B*P, B*S*L -> ms
         self.coefficients: np.ndarray | None = None
+        self.timed: dict[tuple[int, Option], deque[float]] = {}  # (B, option) -> its last step times (ms)
         self.queued: list[Option] = []
         self.untimed = list(self.options)  # run each once, in turn, before choosing
         self.since_probe = 0
         self.next_probe = 0
         self.previous: Option | str = "none yet"
 
+    def measured(self, rows: int, option: Option) -> float | None:
+        """The median of the last step times at (B, option), or the least of one or two: a step
+        that traced a compiled function anew, or ran beside other work, is slow, never fast."""
+        times = self.timed.get((rows, option))
+        if not times:
+            return None
+        return float(np.median(times)) if len(times) >= 3 else min(times)
+
     def ms(self, rows: int, option: Option) -> float:
+        """A step's time: as measured at this batch size, else the cost model's."""
+        measured = self.measured(rows, option)
+        if measured is not None:
+            return measured
         return max(float(self.coefficients @ features(rows, option)), 1e-3)
 
     def speed(self, rows: int, option: Option) -> float:
@@ -123,14 +136,16 @@ class BatchPolicy:
         self.previous = option
         if not steady:
             return
-        self.timed.append((*features(rows, option), 1e3 * seconds))
+        self.timed.setdefault((rows, option), deque(maxlen=SAMPLES)).append(1e3 * seconds)
         self._fit()
 
     def _fit(self) -> None:
-        data = np.array(self.timed)
-        if len(data) < 3:
+        """The cost model, fitted on every (B, option) measured (its `measured` time)."""
+        keys = list(self.timed)
+        if not keys:
             return
-        x_all, ms = data[:, :-1], data[:, -1]
+        x_all = np.array([features(rows, option) for rows, option in keys])
+        ms = np.array([self.measured(rows, option) for rows, option in keys])
         used = list(range(x_all.shape[1]))
         while True:  # least squares with every cost >= 0: drop a feature whose fit went negative
             x = x_all[:, used]
