@@ -96,7 +96,7 @@ def serve(
             "--prefill-budget",
             min=1,
             rich_help_panel=SERVER,
-            help="Prompt tokens a joining request prefills per step while others decode.",
+            help="Prompt tokens joins prefill per step while others decode, at most (fewer where a step would take longer).",
         ),
     ] = PREFILL_BUDGET,
     *,

@@ -38,12 +38,12 @@ from ..tuning.batch_policy import BatchPolicy, Option
 from ..tuning.plan import FALLBACK_SHAPE
 from ..verify.acceptance import accept
 from ..verify.tree_attention import TreeLayout, bucket, pack
-from .joining import Join, Joins
+from .joining import Join, Joins, Pacer
 from .logprobs import TokenLogprob, logprob_rows, read_logprobs
 from .prompt_cache import PromptCache
 from .steps import GenerationStats, answer_part, context_room
 
-PREFILL_BUDGET = 64  # prompt tokens a joining request prefills per step while rows decode
+PREFILL_BUDGET = 256  # prompt tokens joins prefill per step while rows decode, at most
 
 
 @dataclass
@@ -95,7 +95,8 @@ class BatchDecoder:
     `policy` (stateless drafters), each step's option is the policy's, and `shape` is kept
     only while a seeded request samples; no drafter: plain decoding. `draft_top_k`: the beam
     search's top-k (each request's sampler has its own). `prefill_budget`: prompt tokens
-    joins prefill per step while rows decode. `prompt_cache`: finished rows' keys/values,
+    joins prefill per step while rows decode, at most (fewer where they would slow the
+    rows' step past `joining.PREFILL_SHARE`). `prompt_cache`: finished rows' keys/values,
     reused by prompts that start with their tokens."""
 
     def __init__(
@@ -120,7 +121,7 @@ class BatchDecoder:
         self.longest = max((o.max_packed for o in options if o is not None), default=1)
         self.lookup = lookup and drafter is not None
         self.eos_ids = frozenset(eos_ids)
-        self.prefill_budget, self.prompt_cache = prefill_budget, prompt_cache
+        self.pacer, self.prompt_cache = Pacer(prefill_budget), prompt_cache
         self.taps, self.width = (drafter.target_layers if drafter else ()), model.args.hidden_size
         self.joins = Joins(model, prompt_cache, self.taps, keep_states=self.stateful)
         self.requests: dict[Hashable, Request] = {}
@@ -245,10 +246,9 @@ class BatchDecoder:
     def admit(self) -> Iterator[Update]:
         """Prefill joining prompts (within the budget while rows decode; all of them when none
         does) and admit each as it completes, yielding its first update at once."""
-        budget = self.prefill_budget if self.rows else None
         if not self.rows:  # no trees pending: joins draft the next step's option
             self.option = self._next_option(1)
-        for join in self.joins.advance(budget):
+        for join in self.joins.advance(self.pacer if self.rows else None):
             yield self._admit(join)
 
     def verify(self) -> list[Update]:
@@ -302,11 +302,12 @@ class BatchDecoder:
         if logprobs:  # evaluated with the step: still one synchronisation
             mx.eval(read, logprobs)
         read = read.tolist()
+        self.pacer.step_s = time.perf_counter() - tic
         n, cut = len(rows), len(rows) * (1 + length)
         accepted, emitted, counts = read[:n], read[n:cut], read[-n:]
         kept_paths = [read[cut + b * length : cut + b * length + a + 1] for b, a in enumerate(accepted)]
         if self.policy is not None:
-            self.policy.observe(option, len(rows), accepted, time.perf_counter() - tic, self.option)
+            self.policy.observe(option, len(rows), accepted, self.pacer.step_s, self.option)
         if any(path != list(range(len(path))) for path in kept_paths):  # else nothing moves
             self.cache.gather_pending(paths)
         self.cache.commit([a + 1 for a in accepted])

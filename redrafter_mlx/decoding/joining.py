@@ -1,10 +1,11 @@
 """Requests on their way into a batch: prompts prefilled a chunk at a time between steps.
 
 A joining prompt of 2,000 tokens takes seconds to prefill on a CPU; run at once it would
-stall every running row for all of that. So the batch decoder gives joins a token budget per
-step (`advance`), spent on the oldest join first, and runs the whole of every waiting prompt
-only when no row is decoding. A prompt that starts with a sequence the `PromptCache` holds
-prefills only the rest of it.
+stall every running row for all of that. So while rows decode, a step prefills only as many
+prompt tokens as take about `PREFILL_SHARE` of the rows' own step time (`Pacer`), spent on
+the oldest join first: the running rows' steps stay under twice their normal length. The
+whole of every waiting prompt runs only when no row is decoding. A prompt that starts with
+a sequence the `PromptCache` holds prefills only the rest of it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,30 @@ import mlx.core as mx
 from ..models.cache import KVCache
 from ..models.llm import LLM, prefill
 from .prompt_cache import PromptCache
+
+PREFILL_SHARE = 1.0  # of the rows' step time, what a step's prefill may take
+MIN_CHUNK = 8  # prompt tokens a step prefills at least, so that a join always progresses
+FIRST_CHUNK = 64  # before any chunk was timed: a chat prompt joins in one step
+
+
+class Pacer:
+    """Prompt tokens a step may prefill while rows decode: each chunk's size is the last one's
+    scaled by how far its time was from `PREFILL_SHARE` of the rows' step (a pass has a fixed
+    cost, and a chunk late in a long prompt attends to more keys), within [MIN_CHUNK, budget]."""
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.size = float(min(budget, FIRST_CHUNK))
+        self.step_s: float | None = None  # the rows' last step, without prefill
+
+    def tokens(self) -> int:
+        return max(MIN_CHUNK, min(self.budget, int(self.size)))
+
+    def ran(self, tokens: int, seconds: float) -> None:
+        """A chunk of `tokens` took `seconds`."""
+        if self.step_s is not None and tokens >= int(self.size):  # a whole chunk: it measures the size
+            scale = min(max(PREFILL_SHARE * self.step_s / seconds, 0.5), 1.5)
+            self.size = min(max(self.size * scale, MIN_CHUNK), self.budget)
 
 
 @dataclass
@@ -60,20 +85,22 @@ class Joins:
             self.waiting.remove(join)
         return join
 
-    def advance(self, budget: int | None) -> Iterator[Join]:
-        """Prefill the oldest prompts, at most `budget` tokens (None: all of them), yielding
-        each join as its prompt completes (its `states` end with the last token's, lazily)."""
+    def advance(self, pacer: Pacer | None) -> Iterator[Join]:
+        """Prefill the oldest prompts, as many tokens as `pacer` allows (None: all of them),
+        yielding each join as its prompt completes (its `states` end with the last token's)."""
+        budget = None if pacer is None else pacer.tokens()
         while self.waiting and (budget is None or budget > 0):
             join = self.waiting[0]
             left = len(join.prompt) - join.cache.length
             take = left if budget is None else min(budget, left)
             start = join.cache.length
+            tic = time.perf_counter()
             chunk = mx.array(join.prompt[start : start + take], mx.uint32)
             states = prefill(self.model, chunk, join.cache, self.taps)
             join.states = [*join.states, states] if self.keep_states else [states[-1:]]
-            if budget is not None:
+            mx.eval(join.cache.state(), join.states)
+            if pacer is not None:
                 budget -= take
+                pacer.ran(take, time.perf_counter() - tic)
             if take == left:
                 yield self.waiting.popleft()
-            else:
-                mx.eval(join.cache.state(), join.states)
