@@ -96,7 +96,7 @@ def serve(
             "--prefill-budget",
             min=1,
             rich_help_panel=SERVER,
-            help="Prompt tokens joins prefill per step while others decode, at most (fewer where a step would take longer).",
+            help="Prompt tokens joins prefill per step while others decode, at most (fewer if a step would drag).",
         ),
     ] = PREFILL_BUDGET,
     *,
