@@ -23,69 +23,26 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Hashable, Iterable, Iterator
-from dataclasses import dataclass, field
 
 import mlx.core as mx
 
-from ..drafting import BatchDraftFn, DraftFn, TreeDrafter, TreeShape, make_batch_draft_fn, make_draft_fn
+from ..drafting import BatchDraftFn, TreeDrafter, TreeShape, make_batch_draft_fn, make_draft_fn
 from ..drafting.beam_search import DRAFT_TOP_K
 from ..drafting.lookup import TextBuffer
 from ..models.cache import BatchKVCache
 from ..models.llm import LLM
-from ..options import DecodingOptions
 from ..sampling import sampler_scores
 from ..tuning.batch_policy import BatchPolicy, Option
 from ..tuning.plan import FALLBACK_SHAPE
 from ..verify.acceptance import accept
 from ..verify.tree_attention import TreeLayout, bucket, pack
 from .joining import Join, Joins, Pacer
-from .logprobs import TokenLogprob, logprob_rows, read_logprobs
+from .logprobs import logprob_rows, read_logprobs
 from .prompt_cache import PromptCache
+from .rows import Request, Row, Update
 from .steps import GenerationStats, answer_part, context_room
 
 PREFILL_BUDGET = 256  # prompt tokens joins prefill per step while rows decode, at most
-
-
-@dataclass
-class Request:
-    """One answer to decode: prompt token ids and how to decode them (the tree fields of
-    `options` are the batch's, not the request's)."""
-
-    prompt: list[int]
-    options: DecodingOptions = DecodingOptions()
-    logprobs: int | None = None  # report each token's log-probability and this many alternatives
-
-
-@dataclass
-class Update:
-    """What a row produced since the last update: tokens (never an EOS) and, once its answer
-    ended, why ("stop": EOS; "length": max_tokens or the context; "cancelled": removed)."""
-
-    handle: Hashable
-    tokens: list[int]
-    stats: GenerationStats
-    finish_reason: str | None = None
-    logprobs: list[TokenLogprob] | None = None  # one per token, when the request asked
-
-
-@dataclass
-class _Row:
-    handle: Hashable
-    request: Request
-    max_tokens: int
-    text: TextBuffer
-    key: mx.array
-    count: int  # unique tokens of the row's drafted tree (its packed length before padding)
-    stats: GenerationStats
-    sequence: list[int]  # prompt and every token emitted, accepted or not yet committed
-    session: TreeDrafter | None = None  # a stateful drafter's, for this row alone
-    phase: DraftFn | None = None  # its draft phase
-    started: float = field(default_factory=time.perf_counter)
-
-    def sampler(self):
-        """This step's sampler; the row's key advances (lazily) on every draw."""
-        self.key, key = mx.random.split(self.key)
-        return self.request.options.sampler(key)
 
 
 class BatchDecoder:
@@ -126,7 +83,7 @@ class BatchDecoder:
         self.joins = Joins(model, prompt_cache, self.taps, keep_states=self.stateful)
         self.requests: dict[Hashable, Request] = {}
         self.cache = BatchKVCache(len(model.layers))
-        self.rows: list[_Row] = []
+        self.rows: list[Row] = []
         self.beams: mx.array | None = None  # (B, W, L) each row's next tree
         self.layout: TreeLayout | None = None  # (B, W, L) unpack index and owner, (B,) count
         self.draft_top_k = draft_top_k
@@ -163,7 +120,7 @@ class BatchDecoder:
         stats = GenerationStats(prompt_tokens=len(request.prompt), cached_tokens=join.cached)
         room = max_tokens + 2 * self.longest
         text = TextBuffer(request.prompt, room) if self.lookup else TextBuffer([], 1)
-        row = _Row(join.handle, request, max_tokens, text, mx.random.key(seed), 0, stats, list(request.prompt))
+        row = Row(join.handle, request, max_tokens, text, mx.random.key(seed), 0, stats, list(request.prompt))
         states = mx.concatenate(join.states) if len(join.states) > 1 else join.states[0]
         hidden, feed = states[-1, : self.width], states[:, self.width :] if self.taps else states
         sampler = row.sampler()
