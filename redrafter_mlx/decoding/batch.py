@@ -75,7 +75,7 @@ class BatchDecoder:
         self.fixed: Option = None if drafter is None else shape or FALLBACK_SHAPE
         self.option = self.fixed  # the option of the trees drafted last (self.beams)
         options = self.policy.options if self.policy is not None else [self.fixed]
-        self.longest = max((o.max_packed for o in options if o is not None), default=1)
+        self.deepest = max((o.beam_length for o in options if o is not None), default=1)  # text room
         self.lookup = lookup and drafter is not None
         self.eos_ids = frozenset(eos_ids)
         self.pacer, self.prompt_cache = Pacer(prefill_budget), prompt_cache
@@ -118,7 +118,7 @@ class BatchDecoder:
         max_tokens = min(options.max_tokens, context_room(self.model, len(request.prompt)))
         seed = options.seed if options.seed is not None else random.getrandbits(63)
         stats = GenerationStats(prompt_tokens=len(request.prompt), cached_tokens=join.cached)
-        room = max_tokens + 2 * self.longest
+        room = max_tokens + 2 * self.deepest
         text = TextBuffer(request.prompt, room) if self.lookup else TextBuffer([], 1)
         row = Row(join.handle, request, max_tokens, text, mx.random.key(seed), 0, stats, list(request.prompt))
         states = mx.concatenate(join.states) if len(join.states) > 1 else join.states[0]
@@ -259,12 +259,12 @@ class BatchDecoder:
         if logprobs:  # evaluated with the step: still one synchronisation
             mx.eval(read, logprobs)
         read = read.tolist()
-        self.pacer.step_s = time.perf_counter() - tic
+        seconds = self.pacer.step_s = time.perf_counter() - tic
         n, cut = len(rows), len(rows) * (1 + length)
         accepted, emitted, counts = read[:n], read[n:cut], read[-n:]
         kept_paths = [read[cut + b * length : cut + b * length + a + 1] for b, a in enumerate(accepted)]
         if self.policy is not None:
-            self.policy.observe(option, len(rows), accepted, self.pacer.step_s, self.option)
+            self.policy.observe(option, len(rows), accepted, seconds, self.option)
         if any(path != list(range(len(path))) for path in kept_paths):  # else nothing moves
             self.cache.gather_pending(paths)
         self.cache.commit([a + 1 for a in accepted])

@@ -32,7 +32,7 @@ class PromptCache:
         self.max_bytes = max_bytes
         self.entries: OrderedDict[tuple[int, ...], Layers] = OrderedDict()
         self.bytes = 0
-        self.hits = self.misses = 0
+        self.hits = 0
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -67,7 +67,6 @@ class PromptCache:
             if n > best:
                 best, found = n, key
         if found is None:
-            self.misses += 1
             return cache
         self.hits += 1
         self.entries.move_to_end(found)

@@ -7,6 +7,7 @@ import copy
 import json
 import time
 import uuid
+from itertools import accumulate
 
 from ..decoding import GenerationStats
 from ..decoding.batch import Update
@@ -98,7 +99,7 @@ def logprobs_body(answer: Answer, chat: bool, entries: list[TokenLogprob]) -> di
         content = [item(e.token, e.logprob) | {"top_logprobs": [item(t, lp) for t, lp in e.top]} for e in entries]
         return {"content": content}
     tokens = [text([e.token]) for e in entries]
-    offsets = [sum(len(t) for t in tokens[:i]) for i in range(len(tokens))]
+    offsets = list(accumulate((len(t) for t in tokens[:-1]), initial=0)) if tokens else []
     return {
         "tokens": tokens,
         "token_logprobs": [e.logprob for e in entries],
