@@ -39,7 +39,8 @@ def stats_line(stats: GenerationStats, tokens: int) -> str:
 
 
 def answer(session: ChatSession, text: str, out) -> tuple[int, GenerationStats | None]:
-    """Stream one answer; Ctrl-C stops it (the partial answer stays in the history)."""
+    """Stream one answer; Ctrl-C stops it (the partial answer stays in the history, and its
+    stats say "interrupted")."""
     detokenizer = session.loaded.tokenizer.detokenizer
     detokenizer.reset()
     count, stats = 0, None
@@ -52,6 +53,8 @@ def answer(session: ChatSession, text: str, out) -> tuple[int, GenerationStats |
             out.flush()
     except KeyboardInterrupt:
         out.write(" [stopped]")
+        if stats is not None:
+            stats.finish_reason = "interrupted"
     detokenizer.finalize()
     out.write(detokenizer.last_segment + "\n")
     out.flush()
@@ -115,7 +118,7 @@ def chat(
             print_error(str(e))
             failed = True
             continue
-        note = ending(stats, options) if stats is not None else None
+        note = ending(stats, options) if stats is not None and stats.finish_reason != "interrupted" else None
         if note:
             console.print(f"[yellow]{note}[/yellow]")
         if stats is not None:
