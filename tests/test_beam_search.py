@@ -289,7 +289,7 @@ def test_a_node_budget_verifies_the_likeliest_distinct_prefixes(variant):
                     probs[tuple(beam[: d + 2])] = p
             wanted = set(sorted(probs, key=probs.get, reverse=True)[: budget - 1])
             shape = TreeShape(width, length, width, budget)
-            beams = np.array(propose(drafter, mx.array(embedding), shape, mx.array(h)[None], mx.array([7])))[0]
+            beams = np.array(propose(drafter, mx.array(embedding), shape, mx.array(h)[None], mx.array([7]))[0])[0]
             kept = {tuple(b[: d + 2]) for b in beams.tolist() for d in range(length - 1) if b[d + 1] != INVALID_TOKEN}
             assert kept == wanted, f"{variant} seed={seed} W={width} L={length} N={budget}"
             valid = beams[:, 1:] != INVALID_TOKEN
@@ -300,8 +300,8 @@ def test_a_node_budget_verifies_the_likeliest_distinct_prefixes(variant):
 def test_a_budget_that_covers_the_tree_changes_nothing():
     drafter, embedding = random_drafter(22, **VARIANTS["rnn"])
     h = mx.array(np.random.default_rng(5).normal(0, 1, HIDDEN).astype(np.float32))[None]
-    full = propose(drafter, mx.array(embedding), TreeShape(3, 4, 3), h, mx.array([7]))
-    covered = propose(drafter, mx.array(embedding), TreeShape(3, 4, 3, 10), h, mx.array([7]))
+    full, _ = propose(drafter, mx.array(embedding), TreeShape(3, 4, 3), h, mx.array([7]))
+    covered, _ = propose(drafter, mx.array(embedding), TreeShape(3, 4, 3, 10), h, mx.array([7]))
     assert np.array_equal(np.array(full), np.array(covered)) and TreeShape(3, 4, 3, 10).max_packed == 10
     with pytest.raises(ValueError, match="node budget"):
         TreeShape(3, 4, 3, 1)

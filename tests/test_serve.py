@@ -11,15 +11,12 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from contextlib import contextmanager
 
 import httpx
 import mlx.core as mx
 import numpy as np
 import pytest
-import uvicorn
 from openai import AsyncOpenAI, OpenAI
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -31,31 +28,19 @@ from redrafter_mlx.models.llm import prefill
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.profiling.load_test import free_port
 from redrafter_mlx.prompting import encode_prompt
-from redrafter_mlx.serve.app import Batching, Limits, serve_pipeline
+from redrafter_mlx.serve.app import Batching, Limits
 from redrafter_mlx.serve.replies import StopMatcher
 from redrafter_mlx.tuning import DraftPlan
 
-from .helpers import MORE_PROMPTS, REDRAFTER, collect, random_eagle
+from .helpers import MORE_PROMPTS, REDRAFTER, collect, random_eagle, serving
 
 SHAPE = TreeShape(3, 4, 8)
 MODEL = "smollm2-135m"
 
 
-@contextmanager
 def running(pipeline: Pipeline, **options):
-    """The server's app under uvicorn on a free port, in this process; yields its base URL."""
-    app = serve_pipeline(pipeline, model_id=MODEL, shape=SHAPE if pipeline.drafter else None, **options)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run)
-    thread.start()
-    while not server.started:
-        assert thread.is_alive(), "the server did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{server.config.port}"
-    finally:
-        server.should_exit = True
-        thread.join()
+    """The server on a free port, in this process, drafting SHAPE; yields its base URL."""
+    return serving(pipeline, SHAPE if pipeline.drafter else None, MODEL, **options)
 
 
 @pytest.fixture(scope="module")

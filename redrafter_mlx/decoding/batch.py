@@ -228,6 +228,8 @@ class BatchDecoder:
         for b, sampler in enumerate(samplers):
             results.append(accept(beams[b], layout.unpack_index[b], sampler_scores(sampler, logits[b]), sampler))
         paths = mx.stack([r.path for r in results])  # (B, L)
+        last = beams.shape[1] - 1  # accepted drafts no other beam holds came from this one
+        copied = [layout.copied[b] & (layout.owner[b][r.beam, r.accepted] == last) for b, r in enumerate(results)]
         lengths = []
         for row, r in zip(rows, results):
             if self.lookup:
@@ -249,6 +251,7 @@ class BatchDecoder:
                 mx.stack([r.emitted for r in results]).reshape(-1),
                 paths.reshape(-1),
                 self.layout.count,
+                mx.stack(copied).astype(mx.int32),
             ]
         )
         logprobs = {
@@ -261,7 +264,7 @@ class BatchDecoder:
         read = read.tolist()
         seconds = self.pacer.step_s = time.perf_counter() - tic
         n, cut = len(rows), len(rows) * (1 + length)
-        accepted, emitted, counts = read[:n], read[n:cut], read[-n:]
+        accepted, emitted, counts, copied = read[:n], read[n:cut], read[-2 * n : -n], read[-n:]
         kept_paths = [read[cut + b * length : cut + b * length + a + 1] for b, a in enumerate(accepted)]
         if self.policy is not None:
             self.policy.observe(option, len(rows), accepted, seconds, self.option)
@@ -273,6 +276,7 @@ class BatchDecoder:
                 row.session.commit(a + 1)
         keep = []
         now = time.perf_counter()
+        plain_ms = self.policy.known_ms(n, None) if self.policy is not None else None
         cells = 1 if option is None else option.beam_width * option.beam_length
         for b, row in enumerate(rows):
             row.text.commit(accepted[b] + 1)
@@ -293,7 +297,8 @@ class BatchDecoder:
             else:
                 keep.append(b)
             reported = read_logprobs(logprobs[b].tolist(), new) if b in logprobs else None
-            updates.append(Update(row.handle, new, stats, finish, reported))
+            copy = bool(copied[b] and accepted[b])
+            updates.append(Update(row.handle, new, stats, finish, reported, accepted[b], copy, plain_ms))
         if len(keep) < len(rows):
             self._keep(keep)
         return updates

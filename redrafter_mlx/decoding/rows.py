@@ -36,6 +36,9 @@ class Update:
     stats: GenerationStats
     finish_reason: str | None = None
     logprobs: list[TokenLogprob] | None = None  # one per token, when the request asked
+    drafted: int = 0  # the first `drafted` tokens were accepted drafts (depths 1, 2, ...)
+    copied: bool = False  # those drafts were the context lookup's copy, not the drafter's
+    plain_ms: float | None = None  # a plain step of this batch, as measured (None: not known)
 
 
 @dataclass

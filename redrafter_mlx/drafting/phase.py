@@ -79,22 +79,24 @@ def propose(
     text: mx.array | None = None,
     length: mx.array | None = None,
     draft_top_k: int = search.DRAFT_TOP_K,
-) -> mx.array:
+) -> tuple[mx.array, mx.array]:
     """The beams (B, W, L) int32 a step verifies: the drafter's search after the LLM's
     state hidden (B, D) and guaranteed tokens (B,), the last beam replaced by the context
     lookup's copy where text (B, N), valid up to length (B,), has one (none: no lookup),
-    and cut to the shape's node budget (positions outside it: `search.INVALID_TOKEN`)."""
+    and cut to the shape's node budget (positions outside it: `search.INVALID_TOKEN`);
+    and copied (B,) bool: which rows' last beam is that copy."""
     context, first = hidden[:, None, :], token.reshape(-1, 1).astype(mx.int32)
     beams, history = search.search_beams(
         drafter, embedding, context, first, shape.beam_width, shape.beam_length, draft_top_k, shape.search_width
     )
+    found = mx.zeros(beams.shape[:1], mx.bool_)
     if text is not None:
         beams, found = with_lookup_beam(beams, text, length, drafter.ngrams)
         copied = LOOKUP_LOG_PROB * mx.arange(shape.beam_length, dtype=mx.float32)
         history = mx.concatenate([history[:, :-1], mx.where(found[:, None], copied, history[:, -1])[:, None]], axis=1)
     if shape.budgeted:
         beams = search.keep_likeliest(beams, history, shape.node_budget)
-    return beams
+    return beams, found
 
 
 # (hidden (B, D), guaranteed tokens (B,), texts (B, N) int32, text lengths (B,) int32)
@@ -126,19 +128,19 @@ def make_batch_draft_fn(
 
     def draft(hidden: mx.array, token: mx.array, text: mx.array, length: mx.array):
         if drafter is None:
-            beams = token.reshape(-1, 1, 1).astype(mx.int32)
+            beams, copied = token.reshape(-1, 1, 1).astype(mx.int32), mx.zeros(token.shape[:1], mx.bool_)
         else:
             looked_up = (text, length) if lookup else (None, None)
-            beams = propose(drafter, embedding, shape, hidden, token, *looked_up, draft_top_k)
-        rows = (tree_layout(beams[b]) for b in range(beams.shape[0]))
+            beams, copied = propose(drafter, embedding, shape, hidden, token, *looked_up, draft_top_k)
+        rows = (tree_layout(beams[b], copied[b]) for b in range(beams.shape[0]))
         layout = TreeLayout.combine(lambda *fields: mx.stack(fields), *rows)
-        return beams, layout.unpack_index, layout.owner, layout.count
+        return beams, layout.unpack_index, layout.owner, layout.count, layout.copied
 
     phase = draft if drafter is not None and drafter.stateful else mx.compile(draft)
 
     def run(hidden: mx.array, token: mx.array, text: mx.array, length: mx.array) -> tuple[mx.array, TreeLayout]:
-        beams, unpack_index, owner, count = phase(hidden, token, text, length)
-        return beams, TreeLayout(unpack_index, owner, count)
+        beams, *layout = phase(hidden, token, text, length)
+        return beams, TreeLayout(*layout)
 
     return run
 

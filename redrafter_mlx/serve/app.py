@@ -1,4 +1,5 @@
-"""`/v1/chat/completions`, `/v1/completions`, `/v1/models` and `/health` on FastAPI.
+"""`/v1/chat/completions`, `/v1/completions`, `/v1/models`, `/health`, `/metrics` and the chat
+page at `/` (`page.py`) on FastAPI.
 
 Handlers turn a request into prompt ids and `DecodingOptions`, queue it to the `Engine`, and
 turn the engine's per-step updates into OpenAI responses: one JSON body, or server-sent
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from fastapi import Depends, FastAPI
 from fastapi import Request as HttpRequest
@@ -28,9 +30,11 @@ from ..decoding.prompt_cache import PromptCache
 from ..drafting import TreeShape
 from ..options import DecodingOptions
 from ..tuning.batch_policy import BatchPolicy, batch_options
+from ..tuning.calibration import Calibration
 from .engine import Engine, QueueFull, Ticket
 from .metrics import Metrics
-from .replies import Answer, Reply, finish_reason, sse
+from .page import PUBLIC, Served, page_router
+from .replies import Answer, Piece, Reply, finish_reason, sse
 from .requests import ApiError, Limits, ServerInfo, decoding_request
 from .schema import ChatRequest, CompletionRequest, Sampling, error_body
 
@@ -59,11 +63,13 @@ def serve_pipeline(
     batching: Batching = Batching(),
     api_key: str | None = None,
     limits: Limits = Limits(),
+    calibration: Calibration | None = None,
+    sweeps: Sequence[Path] = (),
 ) -> FastAPI:
-    """The app for a loaded pipeline (a stateless drafter or none): its engine decodes up to
-    `batching.max_batch` requests per step with tree `shape` (or, adaptive, the best of
-    `batch_options(shape)` for each step); `defaults` fill a request's missing max_tokens
-    and temperature."""
+    """The app for a loaded pipeline: its engine decodes up to `batching.max_batch` requests
+    per step with tree `shape` (or, adaptive, the best of `batch_options(shape)` for each
+    step); `defaults` fill a request's missing max_tokens and temperature. The chat page
+    shows `calibration` (what `shape` was chosen from) and the `sweeps` folders."""
     loaded, drafter = pipeline.loaded, pipeline.drafter
     pipeline.materialize()
     prompt_cache = PromptCache(batching.prompt_cache_bytes) if batching.prompt_cache_bytes else None
@@ -94,10 +100,11 @@ def serve_pipeline(
         api_key=api_key,
         limits=limits,
     )
-    return create_app(Engine(make_decoder, max_batch=batching.max_batch, max_queue=batching.max_queue), info)
+    engine = Engine(make_decoder, max_batch=batching.max_batch, max_queue=batching.max_queue)
+    return create_app(engine, info, Served(shape, batching.adaptive, calibration, tuple(sweeps)))
 
 
-def create_app(engine: Engine, info: ServerInfo) -> FastAPI:
+def create_app(engine: Engine, info: ServerInfo, served: Served = Served()) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         engine.start()
@@ -105,7 +112,8 @@ def create_app(engine: Engine, info: ServerInfo) -> FastAPI:
         engine.stop()
 
     async def check_key(request: HttpRequest) -> None:
-        if info.api_key and request.headers.get("authorization") != f"Bearer {info.api_key}":
+        public = request.method == "GET" and request.url.path in PUBLIC
+        if info.api_key and not public and request.headers.get("authorization") != f"Bearer {info.api_key}":
             raise ApiError(401, "invalid or missing API key", code="invalid_api_key")
 
     async def check_size(request: HttpRequest) -> None:
@@ -140,6 +148,8 @@ def create_app(engine: Engine, info: ServerInfo) -> FastAPI:
     @app.exception_handler(HTTPException)
     async def http_error(_, error: HTTPException):
         return JSONResponse(error_body(str(error.detail)), status_code=error.status_code)
+
+    app.include_router(page_router(info, served))
 
     @app.get("/health")
     async def health() -> dict:
@@ -204,8 +214,8 @@ def create_app(engine: Engine, info: ServerInfo) -> FastAPI:
             return StreamingResponse(events, media_type="text/event-stream")
         text = ""
         try:
-            async for piece in updates(engine, ticket, answer, deadline):
-                text += piece
+            async for pieces in updates(engine, ticket, answer, deadline):
+                text += "".join(p.text for p in pieces)
                 if await http.is_disconnected():  # nobody to answer: free the row now
                     break
         except ApiError as error:
@@ -217,8 +227,10 @@ def create_app(engine: Engine, info: ServerInfo) -> FastAPI:
     return app
 
 
-async def updates(engine: Engine, ticket: Ticket, answer: Answer, deadline: float | None = None) -> AsyncIterator[str]:
-    """The answer's text, piece by piece, until it finishes or its `deadline` (monotonic
+async def updates(
+    engine: Engine, ticket: Ticket, answer: Answer, deadline: float | None = None
+) -> AsyncIterator[list[Piece]]:
+    """The answer's text as each step's `Piece`s, until it finishes or its `deadline` (monotonic
     seconds) passes; the row is freed however this ends (finished, stopped by a stop string,
     out of time, or the consumer gone)."""
     try:
@@ -232,9 +244,9 @@ async def updates(engine: Engine, ticket: Ticket, answer: Answer, deadline: floa
                 break
             if isinstance(event, Exception):
                 raise ApiError(500, f"decoding failed: {event}", kind="server_error")
-            piece = answer.add(event)
-            if piece:
-                yield piece
+            pieces = answer.add(event)
+            if pieces:
+                yield pieces
     finally:
         if answer.finish_reason is None or answer.finish_reason == "stop":
             engine.cancel(ticket)
@@ -252,8 +264,8 @@ async def stream(
     if reply.chat:
         yield sse(reply.chunk(role=True))
     try:
-        async for piece in updates(engine, ticket, answer, deadline):
-            yield sse(reply.chunk(piece, answer=answer))
+        async for pieces in updates(engine, ticket, answer, deadline):
+            yield sse(reply.chunk(pieces, answer=answer))
     except ApiError as error:
         done(error.status)
         yield sse(error.body)

@@ -1,5 +1,9 @@
 """One answer as OpenAI shapes it: text detokenized per request, cut at `stop` strings, and
-the response body or stream chunks around it (with speculation's figures beside `usage`)."""
+the response body or stream chunks around it (with speculation's figures beside `usage`).
+
+Stream chunks carry an extension OpenAI clients ignore, `redrafter`: each token's text and how
+decoding came by it (`Piece`), and the answer's running tokens/step, tokens/s and speed-up over
+a plain step of the same batch (None until the server has timed one)."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import copy
 import json
 import time
 import uuid
+from dataclasses import asdict, dataclass
 from itertools import accumulate
 
 from ..decoding import GenerationStats
@@ -36,6 +41,17 @@ class StopMatcher:
         return text
 
 
+@dataclass
+class Piece:
+    """The text a token added to the answer, and where the token came from: "llm" (the
+    verifier's own token, depth 0), "draft" (a drafted beam's token accepted at `depth`) or
+    "lookup" (the context lookup's copy, accepted at `depth`)."""
+
+    text: str
+    source: str
+    depth: int
+
+
 class Answer:
     """One request's text as its tokens arrive."""
 
@@ -51,23 +67,31 @@ class Answer:
         self.reported = 0  # logprobs already sent in stream chunks
         self.started = time.perf_counter()  # the request's arrival
         self.first_at: float | None = None  # when its first token came
+        self.plain_ms: float | None = None  # a plain step of the batch, as last measured
 
-    def add(self, update: Update) -> str:
-        for token in update.tokens:
-            self.detokenizer.add_token(token)
+    def add(self, update: Update) -> list[Piece]:
+        """The update's text, a piece per token (a token whose text waits for the next one,
+        a partial character or a possible stop string, adds none)."""
         self.tokens += len(update.tokens)
         self.logprobs += update.logprobs or []
         if update.tokens and self.first_at is None:
             self.first_at = time.perf_counter()
         self.stats = update.stats
-        text, stopped = self.stops.feed(self.detokenizer.last_segment)
-        if stopped:
-            self.finish_reason = "stop"
-        elif update.finish_reason:
+        self.plain_ms = update.plain_ms or self.plain_ms
+        pieces, source = [], "lookup" if update.copied else "draft"
+        for i, token in enumerate(update.tokens):
+            self.detokenizer.add_token(token)
+            text, stopped = self.stops.feed(self.detokenizer.last_segment)
+            pieces.append(Piece(text, source, i + 1) if i < update.drafted else Piece(text, "llm", 0))
+            if stopped:
+                self.finish_reason = "stop"
+                break
+        if self.finish_reason is None and update.finish_reason:
             self.detokenizer.finalize()
-            text += self.stops.feed(self.detokenizer.last_segment)[0] + self.stops.flush()
+            tail = self.stops.feed(self.detokenizer.last_segment)[0] + self.stops.flush()
+            pieces.append(Piece(tail, pieces[-1].source, pieces[-1].depth) if pieces else Piece(tail, "llm", 0))
             self.finish_reason = update.finish_reason
-        return text
+        return [p for p in pieces if p.text]
 
     def usage(self, prompt_tokens: int) -> dict:
         return {
@@ -80,6 +104,18 @@ class Answer:
     def extension(self) -> dict:
         """Speculative decoding's figures, beside OpenAI's `usage`."""
         return acceptance(self.stats)
+
+    def live(self, pieces: list[Piece]) -> dict:
+        """A stream chunk's extension: its pieces and the answer's running figures."""
+        stats, speedup = self.stats, None
+        if self.plain_ms and stats.generation_time:  # tokens per verify step's time vs 1 per plain step
+            speedup = round(sum(stats.accepted_per_step) / stats.generation_time * self.plain_ms / 1e3, 3)
+        return {
+            "tokens": [asdict(p) for p in pieces],
+            "tokens_per_step": round(stats.tokens_per_step, 3),
+            "tokens_per_s": round(stats.generation_tps, 2),
+            "speedup": speedup,
+        }
 
 
 def sse(payload: dict) -> str:
@@ -157,19 +193,26 @@ class Reply:
         }
 
     def chunk(
-        self, text: str = "", role: bool = False, finish: str | None = None, answer: Answer | None = None
+        self,
+        pieces: list[Piece] = (),
+        role: bool = False,
+        finish: str | None = None,
+        answer: Answer | None = None,
     ) -> dict:
-        """A stream chunk; with `answer`, the logprobs of its tokens not yet sent."""
+        """A stream chunk of `pieces`; with `answer`, the logprobs of its tokens not yet sent
+        and (with pieces) the `redrafter` extension."""
+        text = "".join(p.text for p in pieces)
         logprobs = None
         if self.logprobs and answer is not None:
             logprobs = logprobs_body(answer, self.chat, answer.logprobs[answer.reported :])
             answer.reported = len(answer.logprobs)
+        extension = {"redrafter": answer.live(pieces)} if pieces and answer is not None else {}
         if self.chat:
             delta = {"role": "assistant", "content": ""} if role else ({"content": text} if text else {})
             choice = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason(finish)}
-            return self._frame("chat.completion.chunk", [choice])
+            return self._frame("chat.completion.chunk", [choice]) | extension
         choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason(finish)}
-        return self._frame("text_completion", [choice])
+        return self._frame("text_completion", [choice]) | extension
 
     def usage_chunk(self, answer: Answer) -> dict:
         kind = "chat.completion.chunk" if self.chat else "text_completion"

@@ -102,7 +102,7 @@ def replay(
         hidden = mx.array(np.stack([answers[i][1][position[i]] for i in active]))
         guaranteed = mx.array(np.array([answers[i][0][position[i]] for i in active], dtype=np.int32))
         looked_up = (mx.array(texts[active]), mx.array(offsets[active] + position[active] + 1)) if lookup else ()
-        beams = propose(drafter, embedding, shape, hidden, guaranteed, *looked_up, draft_top_k=draft_top_k)
+        beams, _ = propose(drafter, embedding, shape, hidden, guaranteed, *looked_up, draft_top_k=draft_top_k)
         targets = np.zeros((len(active), width), dtype=np.int64)
         lengths = np.zeros(len(active), dtype=np.int64)
         for row, i in enumerate(active):

@@ -89,6 +89,12 @@ class BatchPolicy:
             return measured
         return max(float(self.coefficients @ features(rows, option)), 1e-3)
 
+    def known_ms(self, rows: int, option: Option) -> float | None:
+        """`ms`, or None before any step was timed (the cost model has nothing to go on)."""
+        if self.coefficients is None and self.measured(rows, option) is None:
+            return None
+        return self.ms(rows, option)
+
     def speed(self, rows: int, option: Option) -> float:
         """Expected tokens per millisecond of the whole batch."""
         return rows * self.tokens[option] / self.ms(rows, option)

@@ -39,6 +39,7 @@ class Acceptance:
     path: mx.array  # (L,) int32: packed positions of the chosen beam
     next_token: mx.array  # () int32: the LLM's token after the accepted prefix
     next_index: mx.array  # () int32: packed position whose hidden state drafts next
+    beam: mx.array  # () int32: the first beam among those with the longest accepted prefix
 
 
 def accept(beams: mx.array, unpack_index: mx.array, scores: mx.array, sampler: Sampler) -> Acceptance:
@@ -55,4 +56,4 @@ def accept(beams: mx.array, unpack_index: mx.array, scores: mx.array, sampler: S
     drafts = mx.concatenate([beams[best, 1:], mx.zeros((1,), beams.dtype)]).astype(mx.int32)
     emitted = mx.where(position < accepted, drafts, next_token)
     path = unpack_index[best]
-    return Acceptance(accepted.astype(mx.int32), emitted, path, next_token, path[accepted])
+    return Acceptance(accepted.astype(mx.int32), emitted, path, next_token, path[accepted], best.astype(mx.int32))

@@ -35,6 +35,7 @@ class TreeLayout:
     unpack_index: mx.array  # (W, L) int32: packed position of beams[w, k]
     owner: mx.array  # (W, L) int32: the smallest beam holding prefix beams[w, :k+1]
     count: mx.array  # () int32: number of unique tokens (the packed length before padding)
+    copied: mx.array  # () bool: the last beam is the context lookup's copy, not the drafter's
 
     @staticmethod
     def combine(fn: Callable[..., mx.array], *layouts: TreeLayout) -> TreeLayout:
@@ -43,16 +44,18 @@ class TreeLayout:
         return TreeLayout(*(fn(*(getattr(t, f.name) for t in layouts)) for f in fields(TreeLayout)))
 
 
-def tree_layout(beams: mx.array) -> TreeLayout:
+def tree_layout(beams: mx.array, copied: mx.array | None = None) -> TreeLayout:
     """Number the unique prefixes in beam-major order. Tokens < 0 (outside a node budget,
-    `beam_search.keep_likeliest`) are not numbered: their unpack index is 0, the root's."""
+    `beam_search.keep_likeliest`) are not numbered: their unpack index is 0, the root's.
+    `copied`: whether the last beam is the context lookup's copy (default: no)."""
     width, length = beams.shape
     owner = dedup_prefix(beams)
     is_unique = ((owner == mx.arange(width, dtype=mx.int32)[:, None]) & (beams >= 0)).reshape(-1)
     position = mx.cumsum(is_unique.astype(mx.int32)) - 1  # packed slot of each unique token
     flat_owner = owner * length + mx.arange(length, dtype=mx.int32)[None, :]
     unpack_index = mx.where(beams >= 0, position[flat_owner], 0)
-    return TreeLayout(unpack_index, owner, is_unique.astype(mx.int32).sum())
+    copied = mx.array(False) if copied is None else copied
+    return TreeLayout(unpack_index, owner, is_unique.astype(mx.int32).sum(), copied)
 
 
 @dataclass
