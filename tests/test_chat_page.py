@@ -62,7 +62,8 @@ def test_the_page_streams_the_greedy_answer_with_its_drafted_tokens_coloured(emb
     prompt = MORE_PROMPTS[1]
     shape = {"beam_width": SHAPE.beam_width, "beam_length": SHAPE.beam_length, "search_width": SHAPE.search_width}
     reference = generate(pipeline, prompt, DecodingOptions(max_tokens=40, **shape))
-    with serving(pipeline, SHAPE, MODEL, api_key="page-key") as url:
+    calibration = pipeline.plan().calibration  # the shipped drafter's, for this CPU
+    with serving(pipeline, SHAPE, MODEL, api_key="page-key", calibration=calibration) as url:
         browser.get(f"{url}/")
         wait = WebDriverWait(browser, 180)
         wait.until(lambda b: b.find_element(By.ID, "api-key").is_displayed())  # the page met a 401
@@ -79,5 +80,9 @@ def test_the_page_streams_the_greedy_answer_with_its_drafted_tokens_coloured(emb
         live = browser.find_element(By.ID, "live").text
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         browser.save_screenshot(str(ARTIFACTS / "chat-page.png"))
+        browser.find_element(By.CSS_SELECTOR, "#tuning summary").click()
+        rows = wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#tuning-body table tr td:first-child"))
+        browser.save_screenshot(str(ARTIFACTS / "chat-page-tuning.png"))
     assert text == reference
     assert coloured and "tokens/step" in live
+    assert calibration is not None and len(rows) == len(calibration.shapes)  # a row per measured tree

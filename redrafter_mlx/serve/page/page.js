@@ -306,7 +306,7 @@ function calibrationTable(c) {
       fixed(s.draft_ms, 1), fixed(s.step_ms, 1), times(s.speedup)],
     same(s, c.chosen) ? "chosen" : ""));
   const caption = `${c.device} · ${c.dtype} · plain ${fixed(c.ar_ms, 1)} ms/token, overhead ${fixed(c.overhead_ms, 1)} ms`
-    + (c.chosen ? " · highlighted: the chosen tree" : " · no tree chosen: plain decoding");
+    + (c.chosen ? " · highlighted: the served tree" : " · the served tree is not among these");
   return table(["W", "L", "S", "N", "tokens/step", "draft ms", "step ms", "speed-up"], rows, caption);
 }
 
