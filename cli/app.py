@@ -21,6 +21,7 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console(stderr=True, highlight=False, soft_wrap=True)
+errors = Console(stderr=True, highlight=False, soft_wrap=True)  # heard from every rank (`main`)
 
 
 def _show_version(value: bool) -> None:
@@ -110,8 +111,8 @@ def user_message(error: BaseException) -> str:
 
 
 def print_error(message: str) -> None:
-    console.print("[red]error:[/red] ", end="")
-    console.print(message, markup=False)
+    errors.print("[red]error:[/red] ", end="")
+    errors.print(message, markup=False)
 
 
 def print_json(obj: dict) -> None:

@@ -16,6 +16,7 @@ from redrafter_mlx.formats.prompt_sets import balanced_subset, load_prompts
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.profiling import bench as runner
 from redrafter_mlx.prompting import encode_prompt
+from redrafter_mlx.runtime import distributed
 from redrafter_mlx.runtime.timers import PhaseTimer
 
 from .app import app, console, friendly_errors, print_json
@@ -166,7 +167,7 @@ def bench(
     runner.warm_up(pipeline, options, found)
     results = []
     with runner.scratch_dir() as scratch:
-        if not skip_mlx_lm:
+        if not skip_mlx_lm and not pipeline.all_reduces:  # (mlx-lm's peer would run whole on every rank)
             folder = runner.mlx_lm_folder(pipeline.loaded, Path(scratch))
             results.append(runner.run_mlx_lm(folder, prompts, options.max_tokens))
     timer = PhaseTimer(profile)
@@ -177,8 +178,12 @@ def bench(
     results += runner.run_interleaved(prompts, ours, rounds)
     results[-1].phase_times = dict(timer.totals)
     report = summarise(results)
+    for m in report["methods"][-2:]:  # ours: each forward pass all-reduces once per sharded block
+        m["all_reduces_per_token"] = pipeline.all_reduces / m["tokens_per_step"]
     report |= {
         "model": model,
+        "ranks": distributed.world().size() if distributed.world() else 1,
+        "all_reduces_per_pass": pipeline.all_reduces,
         "beam_width": shape.beam_width,
         "beam_length": shape.beam_length,
         "search_width": shape.search_width,
@@ -213,6 +218,7 @@ def show(report: dict) -> None:
         "compression",
         "peak GB",
         "same as AR",
+        *(["all-reduces/token"] if report["all_reduces_per_pass"] else []),
     ):
         table.add_column(column, justify="right" if column != "method" else "left")
     for m in report["methods"]:
@@ -224,7 +230,10 @@ def show(report: dict) -> None:
             f"{m['compression']:.2f}" if "compression" in m else "-",
             f"{m['peak_memory_gb']:.2f}",
             "yes" if m["identical_to_ar"] else "NO",
+            *([f"{m['all_reduces_per_token']:.1f}"] if report["all_reduces_per_pass"] else []),
         )
+    if report["ranks"] > 1:
+        table.caption = f"{report['ranks']} ranks, {report['all_reduces_per_pass']} all-reduces per forward pass"
     Console().print(table)
     spread = report["methods"][-1]["per_prompt"]
     Console().print(

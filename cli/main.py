@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from functools import partial
 
 import typer
 
@@ -17,10 +19,23 @@ def load_commands() -> typer.Typer:
 
 
 def main() -> None:
-    from .app import print_error  # importing redrafter_mlx first routes MLX to OpenBLAS (fastblas.py)
+    from redrafter_mlx.errors import InputError
+    from redrafter_mlx.runtime import distributed  # importing redrafter_mlx routes MLX to OpenBLAS first
+
+    from .app import console, print_error
 
     # The CLI checks prompt lengths against the context itself, in one line of its own.
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    try:
+        leader = distributed.is_leader()
+    except InputError as error:
+        print_error(str(error))
+        sys.exit(1)
+    if not leader:  # under `mlx.launch` the other ranks decode in step, silently but for errors
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the life of the process)
+        console.quiet = True
+    if distributed.world() is not None:  # `mlx.launch` ends every rank when one fails: say why here
+        signal.signal(signal.SIGTERM, partial(stopped_by_launch, distributed.rank()))
 
     try:
         code = load_commands()(standalone_mode=False)
@@ -35,6 +50,13 @@ def main() -> None:
             print_error(e.format_message())
         code = e.exit_code
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def stopped_by_launch(rank: int, *_) -> None:
+    from .app import print_error
+
+    print_error(f"rank {rank} stopped: the launcher ended the group (another rank exited; see its error)")
+    os._exit(1)
 
 
 if __name__ == "__main__":

@@ -123,19 +123,24 @@ def serve(
     """
     import uvicorn
 
-    from redrafter_mlx.serve.app import Batching, Limits, serve_pipeline
+    from redrafter_mlx.runtime import distributed
+    from redrafter_mlx.serve.app import Batching, Limits, decoder_factory, serve_pipeline
+    from redrafter_mlx.serve.engine import follow
 
     pipeline = load_pipeline(model, drafter, dtype, mode, draft_model)
     drafting = plan(pipeline, options)
     shape = drafting.shape if drafting else None
     adaptive = options.adaptive and options.beam_length is None  # an explicit length is kept
+    batching = Batching(max_batch, max_queue, prefill_budget, prompt_cache_bytes, adaptive)
+    if not distributed.is_leader():  # rank 0 serves; this rank runs its steps on its shard
+        return follow(decoder_factory(pipeline, shape, options.lookup, batching))
     app_ = serve_pipeline(
         pipeline,
         model_id=model_id or model,
         shape=shape,
         lookup=options.lookup,
         defaults=options,
-        batching=Batching(max_batch, max_queue, prefill_budget, prompt_cache_bytes, adaptive),
+        batching=batching,
         api_key=api_key,
         limits=Limits(max_body_bytes, request_timeout),
         calibration=drafting.calibration if drafting else None,

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import mlx.core as mx
+import mlx.nn as nn
+from mlx.utils import tree_flatten
 
 from . import runtime
 from .decoding import GenerationStats, Step, decode_steps
@@ -27,8 +29,10 @@ from .errors import InputError
 from .formats.loading import DEFAULT_MODEL, LoadedModel, shipped_drafter
 from .formats.loading import load as load_model
 from .models.cache import KVCache
+from .models.sharding import shard_llm
 from .options import TREE_FIELDS, DecodingOptions
 from .prompting import encode_prompt
+from .runtime import distributed
 from .runtime.timers import PhaseTimer
 from .tuning import DraftPlan, plan_drafting
 
@@ -42,6 +46,7 @@ class Pipeline:
     loaded: LoadedModel
     drafter: TreeDrafter | None
     dtype: mx.Dtype
+    all_reduces: int = 0  # per forward pass of the LLM, split across ranks (0: one process)
     plans: dict[tuple, DraftPlan] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
@@ -60,7 +65,7 @@ class Pipeline:
 
     def autoregressive(self) -> Pipeline:
         """The same LLM without its drafter (plain decoding)."""
-        return Pipeline(self.loaded, None, self.dtype)
+        return Pipeline(self.loaded, None, self.dtype, self.all_reduces)
 
     def plan(self, options: DecodingOptions = DecodingOptions()) -> DraftPlan | None:
         """The drafting plan for this pair on this device (explicit tree fields win), made
@@ -79,7 +84,7 @@ class Pipeline:
                 f"this drafter drafts at most {limit - 1} tokens: beam length at most {limit}, "
                 f"got {options.beam_length}"
             )
-        return plan_drafting(
+        plan = plan_drafting(
             self.loaded.source,
             getattr(self.drafter, "source", None),
             runtime.device_name(),
@@ -88,10 +93,12 @@ class Pipeline:
             options.beam_length,
             options.search_width,
             options.node_budget,
-            options.adaptive,
+            options.adaptive and distributed.world() is None,  # ranks must not follow their own clocks
             options.lookup,
             max_beam_length=limit,
         )
+        distributed.agree("tree (a calibration differs: give -w/-l/-s)", str(plan.shape))
+        return plan
 
     def steps(
         self,
@@ -154,10 +161,36 @@ def load(
         raise InputError("give a drafter or a draft model, not both")
     loaded = load_model(model, dtype_)
     if draft_model is not None:
-        return Pipeline(loaded, load_draft_model(loaded, draft_model, dtype_), dtype_)
+        return split_across_ranks(Pipeline(loaded, load_draft_model(loaded, draft_model, dtype_), dtype_))
     if drafter is False or (drafter is None and shipped_drafter(loaded) is None):
-        return Pipeline(loaded, None, dtype_)
-    return Pipeline(loaded, load_drafter_for(loaded, drafter or None, dtype_), dtype_)
+        return split_across_ranks(Pipeline(loaded, None, dtype_))
+    return split_across_ranks(Pipeline(loaded, load_drafter_for(loaded, drafter or None, dtype_), dtype_))
+
+
+def split_across_ranks(pipeline: Pipeline) -> Pipeline:
+    """Under `mlx.launch -n N`: this rank's shard of the LLM (`models.sharding`), the drafter
+    whole, both checked to be what every rank loaded, and every rank's generators seeded
+    alike. A single process is returned as it is."""
+    group = distributed.world()
+    if group is None:
+        return pipeline
+    model, drafter = pipeline.loaded.model, pipeline.drafter
+    distributed.agree("model", fingerprint(model, model.embedding.weight, pipeline.loaded.config))
+    weights = [p for _, p in tree_flatten(drafter.parameters())] if drafter else []
+    distributed.agree("drafter", fingerprint(drafter, *weights))
+    pipeline.all_reduces = shard_llm(model, group)
+    distributed.shared_seed()
+    return pipeline
+
+
+def fingerprint(module: nn.Module | None, *contents: Any) -> str:
+    """What ranks compare before they split a model: every parameter's name, shape and dtype,
+    and `contents` (arrays by their sum, the rest as they print)."""
+    if module is None:
+        return "none"
+    shapes = [(name, tuple(p.shape), str(p.dtype)) for name, p in tree_flatten(module.parameters())]
+    sums = [c.astype(mx.float32).sum().item() if isinstance(c, mx.array) else repr(c) for c in contents]
+    return repr((shapes, sums))
 
 
 def stream_generate(

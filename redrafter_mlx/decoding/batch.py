@@ -54,7 +54,9 @@ class BatchDecoder:
     search's top-k (each request's sampler has its own). `prefill_budget`: prompt tokens
     joins prefill per step while rows decode, at most (fewer where they would slow the
     rows' step past `joining.PREFILL_SHARE`). `prompt_cache`: finished rows' keys/values,
-    reused by prompts that start with their tokens."""
+    reused by prompts that start with their tokens. `timed=False`: nothing follows this
+    process's clock (no policy; joins prefill `prefill_budget`-token chunks), so that every
+    rank of a distributed server makes the same choices."""
 
     def __init__(
         self,
@@ -68,17 +70,18 @@ class BatchDecoder:
         policy: BatchPolicy | None = None,
         prefill_budget: int = PREFILL_BUDGET,
         prompt_cache: PromptCache | None = None,
+        timed: bool = True,
     ):
         self.stateful = drafter is not None and drafter.stateful
         self.model, self.drafter = model, drafter
-        self.policy = policy if drafter is not None and not self.stateful else None
+        self.policy = policy if drafter is not None and not self.stateful and timed else None
         self.fixed: Option = None if drafter is None else shape or FALLBACK_SHAPE
         self.option = self.fixed  # the option of the trees drafted last (self.beams)
         options = self.policy.options if self.policy is not None else [self.fixed]
         self.deepest = max((o.beam_length for o in options if o is not None), default=1)  # text room
         self.lookup = lookup and drafter is not None
         self.eos_ids = frozenset(eos_ids)
-        self.pacer, self.prompt_cache = Pacer(prefill_budget), prompt_cache
+        self.pacer, self.prompt_cache = Pacer(prefill_budget, timed), prompt_cache
         self.taps, self.width = (drafter.target_layers if drafter else ()), model.args.hidden_size
         self.joins = Joins(model, prompt_cache, self.taps, keep_states=self.stateful)
         self.requests: dict[Hashable, Request] = {}

@@ -29,11 +29,13 @@ FIRST_CHUNK = 64  # before any chunk was timed: a chat prompt joins in one step
 class Pacer:
     """Prompt tokens a step may prefill while rows decode: each chunk's size is the last one's
     scaled by how far its time was from `PREFILL_SHARE` of the rows' step (a pass has a fixed
-    cost, and a chunk late in a long prompt attends to more keys), within [MIN_CHUNK, budget]."""
+    cost, and a chunk late in a long prompt attends to more keys), within [MIN_CHUNK, budget].
+    Untimed (`timed=False`: ranks of a distributed server must cut prompts alike), every chunk
+    is `budget` tokens."""
 
-    def __init__(self, budget: int):
-        self.budget = budget
-        self.size = float(min(budget, FIRST_CHUNK))
+    def __init__(self, budget: int, timed: bool = True):
+        self.budget, self.timed = budget, timed
+        self.size = float(min(budget, FIRST_CHUNK) if timed else budget)
         self.step_s: float | None = None  # the rows' last step, without prefill
 
     def tokens(self) -> int:
@@ -41,7 +43,7 @@ class Pacer:
 
     def ran(self, tokens: int, seconds: float) -> None:
         """A chunk of `tokens` took `seconds`."""
-        if self.step_s is not None and tokens >= int(self.size):  # a whole chunk: it measures the size
+        if self.timed and self.step_s is not None and tokens >= int(self.size):  # a whole chunk: it measures
             scale = min(max(PREFILL_SHARE * self.step_s / seconds, 0.5), 1.5)
             self.size = min(max(self.size * scale, MIN_CHUNK), self.budget)
 

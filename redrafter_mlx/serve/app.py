@@ -29,6 +29,7 @@ from ..decoding.batch import PREFILL_BUDGET, BatchDecoder
 from ..decoding.prompt_cache import PromptCache
 from ..drafting import TreeShape
 from ..options import DecodingOptions
+from ..runtime import distributed
 from ..tuning.batch_policy import BatchPolicy, batch_options
 from ..tuning.calibration import Calibration
 from .engine import Engine, QueueFull, Ticket
@@ -72,6 +73,32 @@ def serve_pipeline(
     shows `calibration` (what `shape` was chosen from) and the `sweeps` folders."""
     loaded, drafter = pipeline.loaded, pipeline.drafter
     pipeline.materialize()
+    make_decoder = decoder_factory(pipeline, shape, lookup, batching)
+    info = ServerInfo(
+        model_id=model_id,
+        tokenizer=loaded.tokenizer,
+        vicuna=loaded.is_vicuna,
+        context_length=loaded.model.args.max_position_embeddings or None,
+        vocab_size=loaded.config["vocab_size"],
+        defaults=defaults,
+        drafter=drafter.kind if drafter else "none",
+        api_key=api_key,
+        limits=limits,
+    )
+    lead = distributed.world() is not None
+    engine = Engine(make_decoder, max_batch=batching.max_batch, max_queue=batching.max_queue, lead=lead)
+    adaptive = batching.adaptive and not lead
+    return create_app(engine, info, Served(shape, adaptive, calibration, tuple(sweeps)))
+
+
+def decoder_factory(
+    pipeline: Pipeline, shape: TreeShape | None, lookup: bool, batching: Batching
+) -> Callable[[], BatchDecoder]:
+    """How the engine builds its `BatchDecoder` (again after a failed step), the same on every
+    rank of a distributed server: there nothing follows a rank's own clock (no policy; joins
+    in `prefill_budget` chunks), so that all ranks run the same steps."""
+    loaded, drafter = pipeline.loaded, pipeline.drafter
+    timed = distributed.world() is None
     prompt_cache = PromptCache(batching.prompt_cache_bytes) if batching.prompt_cache_bytes else None
 
     def make_decoder() -> BatchDecoder:
@@ -87,21 +114,10 @@ def serve_pipeline(
             policy=policy,
             prefill_budget=batching.prefill_budget,
             prompt_cache=prompt_cache,
+            timed=timed,
         )
 
-    info = ServerInfo(
-        model_id=model_id,
-        tokenizer=loaded.tokenizer,
-        vicuna=loaded.is_vicuna,
-        context_length=loaded.model.args.max_position_embeddings or None,
-        vocab_size=loaded.config["vocab_size"],
-        defaults=defaults,
-        drafter=drafter.kind if drafter else "none",
-        api_key=api_key,
-        limits=limits,
-    )
-    engine = Engine(make_decoder, max_batch=batching.max_batch, max_queue=batching.max_queue)
-    return create_app(engine, info, Served(shape, batching.adaptive, calibration, tuple(sweeps)))
+    return make_decoder
 
 
 def create_app(engine: Engine, info: ServerInfo, served: Served = Served()) -> FastAPI:

@@ -4,21 +4,28 @@ HTTP handlers run on the event loop; MLX runs only on the worker thread, which a
 requests into the `BatchDecoder` between steps (up to `max_batch` rows), runs a step, and
 hands every row's update back to its request's asyncio queue. A request that is cancelled
 (its client left) leaves the batch before the next step.
+
+Across ranks (`mlx.launch`), rank 0 serves HTTP and tells the others, before every step,
+which requests join and leave (`Orders`); each of them replays its steps (`follow`) on its
+shard of the model, so their verify passes all-reduce together.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import random
+import signal
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import mlx.core as mx
 
 from ..decoding import GenerationStats
 from ..decoding.batch import BatchDecoder, Request, Update
+from ..runtime import distributed
 
 
 class QueueFull(Exception):
@@ -37,11 +44,54 @@ class Ticket:
     cancelled: bool = False
 
 
-class Engine:
-    """Continuous batching over one `BatchDecoder` on a worker thread."""
+@dataclass
+class Orders:
+    """What rank 0 tells the other ranks before a step: the requests that join (each with a
+    seed, so that every rank draws alike) and the handles that leave."""
 
-    def __init__(self, make_decoder: Callable[[], BatchDecoder], *, max_batch: int = 8, max_queue: int = 64):
-        self.make_decoder = make_decoder
+    joining: list[tuple[int, Request]]
+    leaving: list[int]
+
+
+def follow(make_decoder: Callable[[], BatchDecoder]) -> None:
+    """A rank beyond 0 of a distributed server: rank 0's steps, replayed until it stops. Ctrl-C
+    reaches every rank; this one ends when rank 0 has drained and says so (were it to stop
+    between the two halves of a broadcast, rank 0 would wait for it forever)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    decoder = make_decoder()
+    while (orders := distributed.broadcast()) is not None:
+        try:
+            for handle in orders.leaving:
+                decoder.remove(handle)
+            for handle, request in orders.joining:
+                decoder.add(handle, request)
+            for _ in decoder.admit():
+                pass
+            decoder.verify()
+        except Exception:  # as rank 0 does: its rows failed, the server goes on
+            decoder = make_decoder()
+
+
+def seeded(request: Request) -> Request:
+    """The request with a seed of its own if it had none (drawn here, once, for every rank)."""
+    if request.options.seed is not None:
+        return request
+    return replace(request, options=replace(request.options, seed=random.getrandbits(63)))
+
+
+class Engine:
+    """Continuous batching over one `BatchDecoder` on a worker thread; `lead`: rank 0 of a
+    distributed server, whose every step the other ranks `follow`."""
+
+    def __init__(
+        self,
+        make_decoder: Callable[[], BatchDecoder],
+        *,
+        max_batch: int = 8,
+        max_queue: int = 64,
+        lead: bool = False,
+    ):
+        self.make_decoder, self.lead = make_decoder, lead
         self.decoder: BatchDecoder | None = None  # built on the worker, which owns MLX
         self.max_batch, self.max_queue = max_batch, max_queue
         self._waiting: deque[Ticket] = deque()
@@ -98,6 +148,8 @@ class Engine:
         # A stream left to die with its thread can abort the process at exit ("terminate called
         # without an active exception", status 134): finish its work and destroy it here.
         self.decoder = None
+        if self.lead:
+            distributed.broadcast(None)  # the other ranks stop too
         mx.synchronize()
         mx.clear_streams()
 
@@ -116,6 +168,10 @@ class Engine:
                 joining = [self._waiting.popleft() for _ in range(min(room, len(self._waiting)))]
             for ticket in gone:
                 self._deliver(ticket, Update(ticket.handle, [], GenerationStats(), "cancelled"))
+            if self.lead:
+                for ticket in joining:
+                    ticket.request = seeded(ticket.request)
+                distributed.broadcast(Orders([(t.handle, t.request) for t in joining], [t.handle for t in cancelled]))
             for ticket in cancelled:
                 self._finish(ticket, self.decoder.remove(ticket.handle))
             try:

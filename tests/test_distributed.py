@@ -1,0 +1,154 @@
+"""Tensor parallelism across ranks: two processes on localhost over MLX's ring backend
+(`mlx.launch`, shipped with mlx), the embedded model split between them: greedy answers equal
+one process's token for token, the server answers through rank 0, and bad launches end in one
+line on their own, without hanging."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+
+from redrafter_mlx.drafting.kinds.rnn import save as save_drafter
+from redrafter_mlx.profiling.load_test import free_port
+
+from .helpers import MORE_PROMPTS, REDRAFTER, chi_square_p_value, exact_sequence_probabilities, random_drafter
+
+LAUNCH = shutil.which("mlx.launch") or str(Path(sys.executable).parent / "mlx.launch")
+ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1")  # two ranks share this machine's cores
+TREE = ["-w", "3", "-l", "4", "-s", "8"]  # given: every rank must draft the same tree
+
+pytestmark = pytest.mark.slow
+
+
+def launch(*command: str, ranks: int = 2, timeout: float = 400) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [LAUNCH, "-n", str(ranks), "--backend", "ring", "--", *command],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=ENV,
+    )
+
+
+def answers(result: subprocess.CompletedProcess) -> list[list[int]]:
+    return [json.loads(line)["tokens"] for line in result.stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture(scope="module")
+def prompts_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("prompts") / "prompts.jsonl"
+    path.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in MORE_PROMPTS[:3]))
+    return path
+
+
+@pytest.mark.parametrize("mode", ["redrafter", "ar"])
+def test_two_ranks_decode_greedily_what_one_process_does(prompts_file, mode):
+    command = [REDRAFTER, "generate", "--prompts-file", str(prompts_file), "-m", "24", "--json", "--mode", mode, *TREE]
+    alone = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    together = launch(*command)
+    assert alone.returncode == 0, alone.stderr
+    assert len(answers(alone)) == 3 and all(answers(alone))
+    assert answers(together) == answers(alone), together.stderr  # only rank 0 prints them
+    assert "Traceback" not in together.stderr
+
+
+def test_sampling_across_two_ranks_has_the_llm_distribution(tmp_path):
+    """The tiny model split in two (attention by heads, the MLP by units) samples with ReDrafter
+    as one process's model would: chi-square against its exact distribution, computed here
+    unsplit; both ranks drew the same answers."""
+    n = 1200
+    result = launch(sys.executable, "-m", "tests.sampling_across_ranks", str(tmp_path), str(n), timeout=600)
+    assert result.returncode == 0, result.stderr
+    drawn = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert drawn[0] == drawn[1]
+    assert drawn[0]["all_reduces"] == 4  # 2 layers x (attention, MLP)
+    counts = Counter({tuple(k): v for k, v in drawn[0]["counts"]})
+    assert sum(counts.values()) == n and drawn[0]["accepted"] > n // 4
+    assert chi_square_p_value(counts, exact_sequence_probabilities(1.0), n) > 1e-3
+    assert chi_square_p_value(counts, exact_sequence_probabilities(2.0), n) < 1e-6
+
+
+def test_the_server_across_two_ranks_answers_through_rank_0(prompts_file):
+    port = free_port()
+    command = [LAUNCH, "-n", "2", "--backend", "ring", "--", REDRAFTER, "serve", "--port", str(port), *TREE]
+    server = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV, start_new_session=True
+    )
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                assert server.poll() is None, server.stdout.read()
+                time.sleep(0.5)
+        expected = [
+            subprocess.run(
+                [REDRAFTER, "generate", "-p", p, "-m", "16", *TREE], capture_output=True, text=True, timeout=300
+            ).stdout.strip()
+            for p in MORE_PROMPTS[:2]
+        ]
+
+        def ask(prompt: str) -> str:
+            body = {"model": "smollm2-135m", "messages": [{"role": "user", "content": prompt}], "max_tokens": 16}
+            reply = httpx.post(
+                f"http://127.0.0.1:{port}/v1/chat/completions", json=body | {"temperature": 0}, timeout=300
+            )
+            return reply.json()["choices"][0]["message"]["content"]
+
+        assert [ask(p) for p in MORE_PROMPTS[:2]] == expected
+        os.killpg(server.pid, signal.SIGINT)  # Ctrl-C in a terminal: every rank and the launcher
+        server.wait(timeout=60)  # rank 0 drains and tells rank 1 to stop: nothing is left waiting
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+def test_ranks_that_loaded_different_drafters_refuse_in_one_line(tmp_path):
+    other = save_drafter(random_drafter(49152, 576, tied=True), tmp_path / "random")
+    script = tmp_path / "per_rank.sh"  # rank 0: the shipped drafter; rank 1: another one
+    script.write_text(
+        f'#!/bin/sh\nif [ "$MLX_RANK" = 1 ]; then set -- -d {other}; fi\n'
+        f'exec {REDRAFTER} generate -p "Hi" -m 4 {" ".join(TREE)} "$@"\n'
+    )
+    script.chmod(0o755)
+    result = launch(str(script), timeout=200)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors and all("rank 1 loaded a different drafter than rank 0" in line for line in errors), result.stderr
+    assert "Traceback" not in result.stderr and not answers(result) and "Hi" not in result.stdout
+
+
+def test_a_rank_that_fails_ends_the_others_without_a_hang(tmp_path):
+    script = tmp_path / "per_rank.sh"  # rank 1 asks for a model that is not there
+    script.write_text(
+        f'#!/bin/sh\nif [ "$MLX_RANK" = 1 ]; then set -- -M {tmp_path / "missing"}; fi\n'
+        f'exec {REDRAFTER} generate -p "Hi" -m 4 "$@"\n'
+    )
+    script.chmod(0o755)
+    started = time.time()
+    result = launch(str(script), timeout=200)
+    assert time.time() - started < 120
+    assert "missing" in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert "rank 0 stopped: the launcher ended the group" in result.stderr
+
+
+def test_a_hostfile_that_does_not_parse_is_one_line(tmp_path):
+    hostfile = tmp_path / "hosts.json"
+    hostfile.write_text("{not json")
+    env = dict(ENV, MLX_RANK="0", MLX_WORLD_SIZE="2", MLX_HOSTFILE=str(hostfile))
+    result = subprocess.run([REDRAFTER, "info"], capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot join the distributed group" in lines[0] and str(hostfile) in lines[0]
