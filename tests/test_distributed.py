@@ -21,6 +21,7 @@ import pytest
 from redrafter_mlx.drafting.kinds.rnn import save as save_drafter
 from redrafter_mlx.profiling.load_test import free_port
 
+from .archs import arch_config, write_arch_folder
 from .helpers import MORE_PROMPTS, REDRAFTER, chi_square_p_value, exact_sequence_probabilities, random_drafter
 
 LAUNCH = shutil.which("mlx.launch") or str(Path(sys.executable).parent / "mlx.launch")
@@ -60,6 +61,17 @@ def test_two_ranks_decode_greedily_what_one_process_does(prompts_file, mode):
     assert len(answers(alone)) == 3 and all(answers(alone))
     assert answers(together) == answers(alone), together.stderr  # only rank 0 prints them
     assert "Traceback" not in together.stderr
+
+
+def test_an_mlx_lm_architecture_splits_with_mlx_lms_own_shard(tmp_path, embedded_folder, prompts_file):
+    """Qwen3 runs behind the adapter: split by mlx-lm's `shard` (4 query / 2 key-value heads,
+    attention and MLP both split), it decodes what one process does."""
+    folder = write_arch_folder(tmp_path / "qwen3", arch_config("qwen3"), embedded_folder)
+    command = [REDRAFTER, "generate", "-M", str(folder), "--mode", "ar", "--prompts-file", str(prompts_file)]
+    alone = subprocess.run([*command, "-m", "8", "--json"], capture_output=True, text=True, timeout=300)
+    together = launch(*command, "-m", "8", "--json")
+    assert alone.returncode == 0, alone.stderr
+    assert answers(together) == answers(alone) and len(answers(alone)) == 3, together.stderr
 
 
 def test_sampling_across_two_ranks_has_the_llm_distribution(tmp_path):
