@@ -28,6 +28,7 @@ from .drafting.loading import load_draft_model, load_drafter_for
 from .errors import InputError
 from .formats.loading import DEFAULT_MODEL, LoadedModel, shipped_drafter
 from .formats.loading import load as load_model
+from .formats.slices import read_own_slices
 from .models.cache import KVCache
 from .models.sharding import shard_llm
 from .options import TREE_FIELDS, DecodingOptions
@@ -168,9 +169,10 @@ def load(
 
 
 def split_across_ranks(pipeline: Pipeline) -> Pipeline:
-    """Under `mlx.launch -n N`: this rank's shard of the LLM (`models.sharding`), the drafter
-    whole, both checked to be what every rank loaded, and every rank's generators seeded
-    alike. A single process is returned as it is."""
+    """Under `mlx.launch -n N`: this rank's shard of the LLM (`models.sharding`, read by slice
+    where the checkpoint allows: `formats.slices`), the drafter whole, both checked to be what
+    every rank loaded, and every rank's generators seeded alike. A single process is returned
+    as it is."""
     group = distributed.world()
     if group is None:
         return pipeline
@@ -179,6 +181,7 @@ def split_across_ranks(pipeline: Pipeline) -> Pipeline:
     weights = [p for _, p in tree_flatten(drafter.parameters())] if drafter else []
     distributed.agree("drafter", fingerprint(drafter, *weights))
     pipeline.all_reduces = shard_llm(model, group)
+    read_own_slices(model, pipeline.loaded.source, group.rank(), group.size())  # not the whole checkpoint
     distributed.shared_seed()
     return pipeline
 

@@ -53,8 +53,12 @@ def prompts_file(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("mode", ["redrafter", "ar"])
-def test_two_ranks_decode_greedily_what_one_process_does(prompts_file, mode):
-    command = [REDRAFTER, "generate", "--prompts-file", str(prompts_file), "-m", "24", "--json", "--mode", mode, *TREE]
+def test_two_ranks_decode_greedily_what_one_process_does(prompts_file, embedded_folder, mode):
+    """ReDrafter with the embedded (GGUF) model; plain decoding with its safetensors export,
+    whose split layers each rank reads by slice (`formats/slices.py`)."""
+    model = ["-M", str(embedded_folder)] if mode == "ar" else []
+    command = [REDRAFTER, "generate", *model, "--prompts-file", str(prompts_file), "-m", "24", "--json", "--mode", mode]
+    command += TREE
     alone = subprocess.run(command, capture_output=True, text=True, timeout=300)
     together = launch(*command)
     assert alone.returncode == 0, alone.stderr
