@@ -37,8 +37,18 @@ def root(
     version: Annotated[
         bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Show the version and exit.")
     ] = False,
+    pipeline: Annotated[
+        bool,
+        typer.Option(
+            "--pipeline",
+            help="Under mlx.launch: split the model across the ranks by layers (pipeline) instead of within "
+            "every layer (tensor parallel, the default); for slow links (docs/distributed.md).",
+        ),
+    ] = False,
 ) -> None:
     """ReDrafter speculative decoding in pure MLX."""
+    if pipeline:
+        os.environ["REDRAFTER_SPLIT"] = "pipeline"  # read by redrafter_mlx.api.load
 
 
 F = TypeVar("F", bound=Callable)

@@ -19,6 +19,8 @@ def load_commands() -> typer.Typer:
 
 
 def main() -> None:
+    if "MLX_RANK" in os.environ:  # under `mlx.launch`, which ends every rank when one fails: say why here
+        signal.signal(signal.SIGTERM, partial(stopped_by_launch, os.environ["MLX_RANK"]))  # first: before imports
     from redrafter_mlx.errors import InputError
     from redrafter_mlx.runtime import distributed  # importing redrafter_mlx routes MLX to OpenBLAS first
 
@@ -34,8 +36,6 @@ def main() -> None:
     if not leader:  # under `mlx.launch` the other ranks decode in step, silently but for errors
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the life of the process)
         console.quiet = True
-    if distributed.world() is not None:  # `mlx.launch` ends every rank when one fails: say why here
-        signal.signal(signal.SIGTERM, partial(stopped_by_launch, distributed.rank()))
 
     try:
         code = load_commands()(standalone_mode=False)
@@ -52,10 +52,9 @@ def main() -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
-def stopped_by_launch(rank: int, *_) -> None:
-    from .app import print_error
-
-    print_error(f"rank {rank} stopped: the launcher ended the group (another rank exited; see its error)")
+def stopped_by_launch(rank: str, *_) -> None:
+    sys.stderr.write(f"error: rank {rank} stopped: the launcher ended the group (another rank exited; see its error)\n")
+    sys.stderr.flush()
     os._exit(1)
 
 

@@ -30,7 +30,7 @@ from .formats.loading import DEFAULT_MODEL, LoadedModel, shipped_drafter
 from .formats.loading import load as load_model
 from .formats.slices import read_own_slices
 from .models.cache import KVCache
-from .models.sharding import shard_llm
+from .models.sharding import pipeline_llm, shard_llm
 from .options import TREE_FIELDS, DecodingOptions
 from .prompting import encode_prompt
 from .runtime import distributed
@@ -170,18 +170,25 @@ def load(
 
 def split_across_ranks(pipeline: Pipeline) -> Pipeline:
     """Under `mlx.launch -n N`: this rank's shard of the LLM (`models.sharding`, read by slice
-    where the checkpoint allows: `formats.slices`), the drafter whole, both checked to be what
+    where the checkpoint allows: `formats.slices`; or its run of layers with
+    `distributed.split_mode()` "pipeline"), the drafter whole, both checked to be what
     every rank loaded, and every rank's generators seeded alike. A single process is returned
     as it is."""
     group = distributed.world()
     if group is None:
         return pipeline
-    model, drafter = pipeline.loaded.model, pipeline.drafter
+    model, drafter, split = pipeline.loaded.model, pipeline.drafter, distributed.split_mode()
     distributed.agree("model", fingerprint(model, model.embedding.weight, pipeline.loaded.config))
     weights = [p for _, p in tree_flatten(drafter.parameters())] if drafter else []
     distributed.agree("drafter", fingerprint(drafter, *weights))
-    pipeline.all_reduces = shard_llm(model, group)
-    read_own_slices(model, pipeline.loaded.source, group.rank(), group.size())  # not the whole checkpoint
+    distributed.agree("split (give every rank --pipeline or none)", split)
+    if split == "pipeline":
+        if drafter is not None and drafter.target_layers:
+            raise InputError("an EAGLE-3 drafter reads layers that other ranks run: drop --pipeline")
+        pipeline.all_reduces = pipeline_llm(model, group)
+    else:
+        pipeline.all_reduces = shard_llm(model, group)
+        read_own_slices(model, pipeline.loaded.source, group.rank(), group.size())  # not the whole checkpoint
     distributed.shared_seed()
     return pipeline
 

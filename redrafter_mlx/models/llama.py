@@ -20,6 +20,7 @@ from mlx_lm.models.rope_utils import initialize_rope
 from ..runtime import fastmath
 from .cache import KVCache
 from .llm import Mask
+from .pipeline import Stage
 from .rope import PositionedRoPE
 
 # Blocks up to this long per row run compiled layers; longer ones (prefill) would retrace per length.
@@ -140,6 +141,13 @@ class Model(nn.Module):
         self.model = LlamaModel(args)
         if not args.tie_word_embeddings:
             self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
+        self.stage: Stage | None = None  # across ranks by layers (`sharding.pipeline_llm`): this rank's
+
+    def split_by_layers(self, stage: Stage) -> None:
+        """Keep only `stage`'s layers (the others' weights are never read); the cache then
+        holds only theirs too."""
+        self.model.layers = self.model.layers[stage.start : stage.stop]
+        self.stage = stage
 
     def __call__(
         self,
@@ -158,6 +166,8 @@ class Model(nn.Module):
         """
         B, T = tokens.shape
         h = self.model.embed_tokens(tokens)
+        if self.stage is not None:
+            h = self.stage.receive(h)
         compiled = T <= COMPILED_MAX_TOKENS
         pos = positions if positions is not None else (cache.length if cache else 0)
         if compiled and isinstance(pos, int):
@@ -169,6 +179,8 @@ class Model(nn.Module):
             if i in taps:
                 seen[i] = h
             h = layer(h, pos, mask, cache, i, compiled)
+        if self.stage is not None:
+            h = self.stage.pass_on(h)
         h = self.model.norm(h)
         return mx.concatenate([h, *(seen[i] for i in taps)], axis=-1) if taps else h
 

@@ -7,7 +7,8 @@ rank computes its heads or units alone and `mx.distributed.all_sum` adds the par
 once per block. Attention is split only where the heads divide among the ranks (SmolLM2-135M's
 9 query / 3 key-value heads do not split in two: its attention runs whole on every rank); the
 MLP, most of a layer's weights, splits wherever its hidden size divides. mlx-lm architectures
-behind the adapter use mlx-lm's own `shard` where the architecture has one.
+behind the adapter use mlx-lm's own `shard` where the architecture has one. By layers instead
+(`pipeline_llm`, the CLI's `--pipeline`): `pipeline.py`.
 
 The split sums in another order than one process does, so float32 logits can differ in the
 last bits; greedy decoding is compared token for token with one process in the tests.
@@ -22,6 +23,7 @@ from mlx.nn.layers.distributed import QuantizedShardedToAllLinear, ShardedToAllL
 from ..errors import InputError
 from .llama import Model as Llama
 from .llm import LLM
+from .pipeline import Stage
 
 
 def shard_llm(model: LLM, group: mx.distributed.Group) -> int:
@@ -36,6 +38,16 @@ def shard_llm(model: LLM, group: mx.distributed.Group) -> int:
     else:
         raise InputError(f"{model.args.model_type} models cannot be split across ranks yet: run one process")
     return sum(isinstance(m, (ShardedToAllLinear, QuantizedShardedToAllLinear)) for m in model.modules())
+
+
+def pipeline_llm(model: LLM, group: mx.distributed.Group) -> int:
+    """Split `model` across the group's ranks by layers (`pipeline.Stage`), in place; returns
+    the all-reduces one forward pass makes (the last stage's output to every rank; the ranks
+    also pass the activations along, one hop each)."""
+    if not isinstance(model, Llama):
+        raise InputError(f"{model.args.model_type} models cannot be split by layers yet: drop --pipeline")
+    model.split_by_layers(Stage(group, len(model.layers)))
+    return 1
 
 
 def shard_attention(attention: nn.Module, group: mx.distributed.Group) -> None:

@@ -20,6 +20,18 @@ import numpy as np
 
 from ..errors import InputError
 
+SPLIT_ENV = "REDRAFTER_SPLIT"  # how the LLM is split across ranks: "tensor" (default) or "pipeline"
+SPLITS = ("tensor", "pipeline")
+
+
+def split_mode() -> str:
+    """How `api.load` splits the LLM across ranks: $REDRAFTER_SPLIT (`redrafter --pipeline`
+    sets it), else by tensors."""
+    mode = os.environ.get(SPLIT_ENV) or "tensor"
+    if mode not in SPLITS:
+        raise InputError(f"{SPLIT_ENV}={mode!r}: expected one of {', '.join(SPLITS)}")
+    return mode
+
 
 @cache
 def world() -> mx.distributed.Group | None:
