@@ -182,7 +182,7 @@ def bench(
         m["all_reduces_per_token"] = pipeline.all_reduces / m["tokens_per_step"]
     report |= {
         "model": model,
-        "ranks": distributed.world().size() if distributed.world() else 1,
+        "ranks": distributed.size(),
         "all_reduces_per_pass": pipeline.all_reduces,
         "beam_width": shape.beam_width,
         "beam_length": shape.beam_length,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import platform
 from importlib.metadata import version
 
@@ -32,7 +31,7 @@ def info(model: ModelOpt = DEFAULT_MODEL) -> None:
         "mlx / mlx-lm": f"{mx.__version__} / {version('mlx-lm')}",
         "platform": f"{platform.system()} {platform.machine()}",
         "runtime": runtime.describe(runtime.default_dtype()),
-        "distributed": distributed.describe() + distributed_backend(),
+        "distributed": distributed.describe(),
         "OpenBLAS library": runtime.find_openblas() or "not installed (apt-get install libopenblas0-pthread)",
         "model": describe_model(model),
         "aliases": ", ".join(f"{k}={v}" for k, v in ALIASES.items() if k != DEFAULT_MODEL),
@@ -42,14 +41,6 @@ def info(model: ModelOpt = DEFAULT_MODEL) -> None:
     for key, value in rows.items():
         table.add_row(f"[bold]{key}[/bold]", value)
     Console().print(table)
-
-
-def distributed_backend() -> str:
-    """The backend `mlx.launch` chose (it names it in the ranks' environment)."""
-    for variable, backend in (("MLX_HOSTFILE", "ring"), ("MLX_IBV_DEVICES", "jaccl"), ("OMPI_COMM_WORLD_SIZE", "mpi")):
-        if distributed.world() is not None and variable in os.environ:
-            return f" ({backend} backend)"
-    return ""
 
 
 def describe_model(name: str) -> str:

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import httpx
 import mlx.core as mx
 import numpy as np
 import pytest
@@ -788,3 +789,16 @@ def serving(pipeline, shape: TreeShape | None, model_id: str = "smollm2-135m", *
     finally:
         server.should_exit = True
         thread.join()
+
+
+def wait_until_serving(port: int, process: subprocess.Popen, timeout: float) -> None:
+    """Poll a server process's /health until it answers; fail if it exits or takes too long."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                return
+        except httpx.HTTPError:
+            assert process.poll() is None, f"the server exited: {process.stdout.read()}"
+            time.sleep(0.5)
+    raise AssertionError(f"no server on port {port} after {timeout} s")

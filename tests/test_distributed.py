@@ -22,7 +22,14 @@ from redrafter_mlx.drafting.kinds.rnn import save as save_drafter
 from redrafter_mlx.profiling.load_test import free_port
 
 from .archs import arch_config, write_arch_folder
-from .helpers import MORE_PROMPTS, REDRAFTER, chi_square_p_value, exact_sequence_probabilities, random_drafter
+from .helpers import (
+    MORE_PROMPTS,
+    REDRAFTER,
+    chi_square_p_value,
+    exact_sequence_probabilities,
+    random_drafter,
+    wait_until_serving,
+)
 
 LAUNCH = shutil.which("mlx.launch") or str(Path(sys.executable).parent / "mlx.launch")
 ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1")  # two ranks share this machine's cores
@@ -114,14 +121,7 @@ def test_the_server_across_two_ranks_answers_through_rank_0(split):
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV, start_new_session=True
     )
     try:
-        deadline = time.time() + 180
-        while time.time() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                assert server.poll() is None, server.stdout.read()
-                time.sleep(0.5)
+        wait_until_serving(port, server, 180)
         expected = [
             subprocess.run(
                 [REDRAFTER, "generate", "-p", p, "-m", "16", *TREE], capture_output=True, text=True, timeout=300

@@ -32,7 +32,7 @@ from redrafter_mlx.serve.app import Batching, Limits
 from redrafter_mlx.serve.replies import StopMatcher
 from redrafter_mlx.tuning import DraftPlan
 
-from .helpers import MORE_PROMPTS, REDRAFTER, collect, random_eagle, serving
+from .helpers import MORE_PROMPTS, REDRAFTER, collect, random_eagle, serving, wait_until_serving
 
 SHAPE = TreeShape(3, 4, 8)
 MODEL = "smollm2-135m"
@@ -440,13 +440,7 @@ def test_the_cli_serves_and_drains_on_sigterm():
         env={**os.environ, "COLUMNS": "200"},
     )
     try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.5)
+        wait_until_serving(port, server, 120)
         body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 40, "temperature": 0, "stream": True}
         with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/completions", json=body, timeout=120) as reply:
             lines = reply.iter_lines()

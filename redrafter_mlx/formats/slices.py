@@ -55,11 +55,15 @@ def read_own_slices(model: nn.Module, folder: Path, rank: int, ranks: int) -> in
     """Replace each split linear layer's lazily sliced weights by this rank's block read from
     the folder's files (in the dtype the model runs in); returns how many layers were read so."""
     index = tensor_index(folder)
+
+    def find(layer: str, tensor: str) -> Stored | None:  # the adapter's layers are its mlx-lm model's
+        return index.get(f"{layer}.{tensor}") or index.get(f"{layer.removeprefix('wrapped.')}.{tensor}")
+
     done = 0
     for name, module in model.named_modules():
         if not isinstance(module, (AllToShardedLinear, ShardedToAllLinear)):
             continue
-        stored = index.get(f"{name}.weight") or index.get(f"{name.removeprefix('wrapped.')}.weight")
+        stored = find(name, "weight")
         axis = 0 if isinstance(module, AllToShardedLinear) else 1
         expected = tuple(n * ranks if a == axis else n for a, n in enumerate(module.weight.shape))
         if stored is None or stored.dtype not in DTYPES or stored.shape != expected:
@@ -68,7 +72,7 @@ def read_own_slices(model: nn.Module, folder: Path, rank: int, ranks: int) -> in
         own = slice(rank * share, (rank + 1) * share)
         block = read_block(stored, own) if axis == 0 else read_block(stored, slice(None), own)
         module.weight = block.astype(module.weight.dtype)
-        bias = index.get(f"{name}.bias") or index.get(f"{name.removeprefix('wrapped.')}.bias")
+        bias = find(name, "bias")
         if axis == 0 and "bias" in module and bias is not None and bias.dtype in DTYPES:
             module.bias = read_block(bias, own).astype(module.bias.dtype)
         done += 1

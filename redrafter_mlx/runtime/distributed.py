@@ -53,16 +53,26 @@ def rank() -> int:
     return group.rank() if group is not None else 0
 
 
+def size() -> int:
+    group = world()
+    return group.size() if group is not None else 1
+
+
 def is_leader() -> bool:
     return rank() == 0
 
 
+# What `mlx.launch` puts in each rank's environment, by backend.
+BACKEND_VARIABLES = (("MLX_HOSTFILE", "ring"), ("MLX_IBV_DEVICES", "jaccl"), ("OMPI_COMM_WORLD_SIZE", "mpi"))
+
+
 def describe() -> str:
-    """One line for `redrafter info`."""
+    """One line for `redrafter info`: the rank, the group's size and its backend."""
     group = world()
     if group is None:
         return "single process"
-    return f"rank {group.rank()} of {group.size()}"
+    backend = next((f" ({name} backend)" for variable, name in BACKEND_VARIABLES if variable in os.environ), "")
+    return f"rank {group.rank()} of {group.size()}{backend}"
 
 
 def agree(what: str, fingerprint: str) -> None:
