@@ -172,7 +172,9 @@ def test_a_rank_that_fails_ends_the_others_without_a_hang(tmp_path):
     result = launch(str(script), timeout=200)
     assert time.time() - started < 120
     assert "missing" in result.stderr and "Traceback" not in result.stderr, result.stderr
-    assert "rank 0 stopped: the launcher ended the group" in result.stderr
+    # rank 0 was ended by the launcher, which says so; rank 0's own line ("rank 0 stopped: the
+    # launcher ended the group") is often lost (docs/distributed.md), so it is not required here
+    assert "Node with rank 0 exited with code" in result.stderr
 
 
 def test_a_hostfile_that_does_not_parse_is_one_line(tmp_path):
