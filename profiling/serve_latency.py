@@ -81,6 +81,7 @@ async def join_gaps(url: str, joiner: str, running: int = 4) -> dict:
         "join_ttft_s": first - arrived,
         "gap_before_p50_s": statistics.median(before),
         "gap_during_p50_s": statistics.median(during) if during else None,
+        "gap_during_p95_s": sorted(during)[int(0.95 * (len(during) - 1))] if during else None,
         "gap_during_max_s": max(during) if during else None,
     }
 

@@ -3,13 +3,17 @@ prompt cache (a hit decodes what a miss decodes), and the batch policy's choice 
 
 from __future__ import annotations
 
+import mlx.core as mx
 import pytest
 
 from redrafter_mlx.decoding.batch import BatchDecoder, Request
+from redrafter_mlx.decoding.joining import PADDING, Join, similar_lengths
 from redrafter_mlx.decoding.loop import generate_ar
 from redrafter_mlx.decoding.prompt_cache import PromptCache
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.loading import load_drafter_for
+from redrafter_mlx.models import llm
+from redrafter_mlx.models.cache import KVCache
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.prompting import encode_prompt
 from redrafter_mlx.tuning.batch_policy import BatchPolicy, batch_options
@@ -96,3 +100,36 @@ def test_the_policy_probes_every_option_before_it_chooses(rows):
     policy = BatchPolicy(batch_options(SHAPE))
     runs = [policy.choose(rows) for _ in range(3 * len(policy.options))]
     assert runs == [o for o in policy.options for _ in range(3)]
+
+
+def test_prompts_prefilled_together_hold_what_each_prefilled_alone_holds(embedded, monkeypatch):
+    """Shared passes, rows padded on the right and cut in chunks (made short here so that one
+    prompt spans three), leave each prompt the keys, values and states of its own prefill."""
+    monkeypatch.setattr(llm, "PREFILL_CHUNK", 16)
+    model = embedded.model
+    prompts = [encode_prompt(embedded.tokenizer, p) for p in MORE_PROMPTS[:3]]
+    prompts[1] = prompts[1][:5]
+    prompts[2] = (prompts[2] * 3)[:40]
+    together = llm.prefill_together(model, prompts, every_state=True)
+    for ids, (cache, states) in zip(prompts, together):
+        alone = KVCache(len(model.layers))
+        expected = llm.prefill(model, mx.array(ids, mx.uint32), alone)
+        assert cache.length == alone.length == len(ids)
+        assert states.shape == (len(ids), model.args.hidden_size)
+        assert mx.allclose(states[-len(expected) :], expected, atol=1e-4).item()
+        for a, b in zip(cache.keys + cache.values, alone.keys + alone.values):
+            assert mx.allclose(a[..., : len(ids), :], b[..., : len(ids), :], atol=1e-4).item()
+    last = llm.prefill_together(model, prompts)
+    assert [s.shape[0] for _, s in last] == [1, 1, 1]
+    assert all(mx.allclose(s, t[-1:]).item() for (_, s), (_, t) in zip(last, together))
+
+
+def test_prompts_share_a_pass_only_with_prompts_of_similar_length():
+    lengths = [40, 7, 9, 41, 300, 8, 44]
+    joins = [Join(i, [1] * n, KVCache(1), 0) for i, n in enumerate(lengths)]
+    groups = similar_lengths(joins)
+    assert sorted(j.handle for g in groups for j in g) == list(range(len(lengths)))
+    for group in groups:
+        sizes = [len(j.prompt) for j in group]
+        assert len(group) * max(sizes) <= (1 + PADDING) * sum(sizes)
+    assert [[len(j.prompt) for j in g] for g in groups] == [[7, 8, 9], [40, 41, 44], [300]]

@@ -131,8 +131,12 @@ class BatchKVCache:
         values up to the longest row's block end (columns past a row's own end are masked)."""
         block = keys.shape[2]
         end = max(self.lengths) + block
-        if end > self.capacity:
-            self._resize(-(-end // self.chunk) * self.chunk)
+        capacity = -(-end // self.chunk) * self.chunk
+        if self.keys[layer] is None:  # rows that hold nothing yet: prompts prefilled together
+            shape = (*keys.shape[:2], capacity, keys.shape[3])
+            self.keys[layer], self.values[layer] = mx.zeros(shape, keys.dtype), mx.zeros(shape, values.dtype)
+        elif end > self.capacity:
+            self._resize(capacity)
         if self._block_index is None or self._block_index.shape != keys.shape:
             self._block_index = mx.broadcast_to(
                 (self._offsets[:, None] + mx.arange(block))[:, None, :, None], keys.shape
@@ -190,6 +194,21 @@ class BatchKVCache:
                 row = _padded(a, capacity)
                 store[layer] = mx.concatenate([store[layer], row]) if self.rows else row
         self._set_lengths(self.lengths + [cache.length])
+
+    @classmethod
+    def empty_rows(cls, num_layers: int, rows: int) -> BatchKVCache:
+        """`rows` rows that hold no tokens yet."""
+        cache = cls(num_layers)
+        cache._set_lengths([0] * rows)
+        return cache
+
+    def row(self, b: int) -> KVCache:
+        """Row b's committed tokens as a cache of one sequence (lazy slices, no copy yet)."""
+        single = KVCache(len(self.keys), self.chunk)
+        single.keys = [a[b : b + 1] for a in self.keys]
+        single.values = [a[b : b + 1] for a in self.values]
+        single.length = self.lengths[b]
+        return single
 
     def keep(self, rows: list[int]) -> None:
         """Keep only these rows, in this order (the others' answers ended)."""

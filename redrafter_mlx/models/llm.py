@@ -58,3 +58,28 @@ def prefill(model: LLM, prompt: mx.array, cache: KVCache, taps: tuple[int, ...] 
         if start + PREFILL_CHUNK < prompt.shape[0]:
             mx.eval(cache.state())
     return hidden[0]
+
+
+def prefill_together(
+    model: LLM, prompts: list[list[int]], taps: tuple[int, ...] = (), every_state: bool = False
+) -> list[tuple[KVCache, mx.array]]:
+    """Prefill several prompts in shared passes (one per `PREFILL_CHUNK` columns, rows padded
+    on the right, which no real token attends to): one pass streams the weights once for every
+    prompt, where `prefill` would stream them once per prompt. Returns each prompt's cache and
+    hidden states (its last token's, or with `every_state` all of them, as `prefill`'s)."""
+    cache = BatchKVCache.empty_rows(len(model.layers), len(prompts))
+    longest = max(map(len, prompts))
+    states: list[list[mx.array]] = [[] for _ in prompts]
+    for start in range(0, longest, PREFILL_CHUNK):
+        counts = [max(0, min(PREFILL_CHUNK, len(p) - start)) for p in prompts]
+        width = -(-max(counts) // 16) * 16  # a few block lengths, each traced once by compiled layers
+        tokens = mx.array([p[start : start + n] + [0] * (width - n) for p, n in zip(prompts, counts)], mx.uint32)
+        positions = cache.offsets()[:, None] + mx.arange(width, dtype=mx.int32)[None]
+        causal = mx.broadcast_to(mx.tril(mx.ones((width, width), mx.bool_)), (len(prompts), width, width))
+        hidden = model(tokens, cache, positions, cache.attention_mask(causal), taps)
+        for b, n in enumerate(counts):
+            if n:
+                states[b] = [*states[b], hidden[b, :n]] if every_state else [hidden[b, n - 1 : n]]
+        cache.commit(counts)
+        mx.eval(cache.state(), [s[-1] for s in states])
+    return [(cache.row(b), mx.concatenate(s) if len(s) > 1 else s[0]) for b, s in enumerate(states)]
