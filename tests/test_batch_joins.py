@@ -13,7 +13,7 @@ from redrafter_mlx.decoding.prompt_cache import PromptCache
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.loading import load_drafter_for
 from redrafter_mlx.models import llm
-from redrafter_mlx.models.cache import KVCache
+from redrafter_mlx.models.cache import BatchKVCache, KVCache
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.prompting import encode_prompt
 from redrafter_mlx.tuning.batch_policy import BatchPolicy, batch_options
@@ -46,7 +46,9 @@ def test_a_long_prompt_joins_a_budget_per_step_while_the_rows_keep_decoding(embe
         for u in updates:
             tokens[u.handle] += u.tokens
         steps_to_join += 1
-    assert steps_to_join == -(-len(long) // 8)  # the budget, 8 prompt tokens per step
+    # The budget, 8 prompt tokens per step, each chunk in the short row's verify pass; the
+    # join is admitted by the step after its last chunk.
+    assert decoder.riding and steps_to_join == -(-len(long) // 8) + 1
     for handle, (rest, _) in run_batch(decoder, []).items():
         tokens[handle] += rest
     assert tokens["long"] == greedy(embedded, long, 12, eos_ids=())
@@ -133,3 +135,41 @@ def test_prompts_share_a_pass_only_with_prompts_of_similar_length():
         sizes = [len(j.prompt) for j in group]
         assert len(group) * max(sizes) <= (1 + PADDING) * sum(sizes)
     assert [[len(j.prompt) for j in g] for g in groups] == [[7, 8, 9], [40, 41, 44], [300]]
+
+
+def test_segments_run_together_give_what_each_gives_alone(embedded):
+    """A verify block of two rows and a joining prompt's chunk in ONE pass: each segment's
+    hidden states and keys/values are those of its own forward."""
+    model = embedded.model
+    prompts = [encode_prompt(embedded.tokenizer, p) for p in MORE_PROMPTS[:3]]
+
+    def rows_and_join():
+        rows = BatchKVCache(len(model.layers))
+        for ids in prompts[:2]:
+            single = KVCache(len(model.layers))
+            llm.prefill(model, mx.array(ids, mx.uint32), single)
+            rows.append(single)
+        join = KVCache(len(model.layers))
+        llm.prefill(model, mx.array(prompts[2][:20], mx.uint32), join)
+        return rows, join
+
+    tree = mx.array([[[True, False, False], [True, True, False], [True, False, True]]] * 2)
+    tokens = mx.array([[5, 6, 7], [8, 9, 10]], mx.uint32)
+    chunk = mx.array([prompts[2][20:32]], mx.uint32)
+
+    def segments(rows, join):
+        positions = rows.offsets()[:, None] + mx.array([0, 1, 1], mx.int32)[None]
+        chunk_positions = mx.arange(20, 32, dtype=mx.int32)[None]
+        return [
+            llm.Segment(tokens, rows, positions, rows.attention_mask(tree)),
+            llm.Segment(chunk, join, chunk_positions),
+        ]
+
+    rows, join = rows_and_join()
+    together = model.run_together(segments(rows, join))
+    alone_rows, alone_join = rows_and_join()
+    alone = [model(s.tokens, s.cache, s.positions, s.mask) for s in segments(alone_rows, alone_join)]
+    for a, b in zip(together, alone):
+        assert a.shape == b.shape and mx.allclose(a, b, atol=1e-4).item()
+    for a, b in zip(rows.keys + join.keys, alone_rows.keys + alone_join.keys):
+        assert mx.allclose(a, b, atol=1e-4).item()

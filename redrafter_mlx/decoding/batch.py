@@ -4,8 +4,8 @@ Each row is one request with its own prompt, sampler (and PRNG key), cache lengt
 candidate tree and accepted count. A step drafts all rows' trees, packs the B trees into
 (B, P) with per-row tree masks and RoPE positions, verifies them in ONE forward pass over a
 `BatchKVCache`, accepts per row and compacts each row's cache. Requests join (`add`; their
-prompts are prefilled a token budget per step so running rows keep streaming, from the
-`PromptCache`'s longest prefix of them where it holds one) and leave (`remove`, or when
+prompts are prefilled a chunk per step, in the rows' own pass, so running rows keep
+streaming, from the `PromptCache`'s longest prefix of them where it holds one) and leave (`remove`, or when
 their answer ends) between steps: continuous batching. As in `loop.generate_redrafter`,
 the only host read of a step fetches every row's accepted tokens and next tree size
 together, so a row's tokens are those of its batch-1 decoding: greedy output identical, and
@@ -30,7 +30,7 @@ from ..drafting import BatchDraftFn, TreeDrafter, TreeShape, make_batch_draft_fn
 from ..drafting.beam_search import DRAFT_TOP_K
 from ..drafting.lookup import TextBuffer
 from ..models.cache import BatchKVCache
-from ..models.llm import LLM
+from ..models.llm import LLM, Segment, runs_together
 from ..sampling import sampler_scores
 from ..tuning.batch_policy import BatchPolicy, Option
 from ..tuning.plan import FALLBACK_SHAPE
@@ -84,6 +84,7 @@ class BatchDecoder:
         self.pacer, self.prompt_cache = Pacer(prefill_budget, timed), prompt_cache
         self.taps, self.width = (drafter.target_layers if drafter else ()), model.args.hidden_size
         self.joins = Joins(model, prompt_cache, self.taps, keep_states=self.stateful)
+        self.riding = runs_together(model)  # joins' chunks ride in the rows' verify pass
         self.requests: dict[Hashable, Request] = {}
         self.cache = BatchKVCache(len(model.layers))
         self.rows: list[Row] = []
@@ -208,7 +209,10 @@ class BatchDecoder:
         does) and admit each as it completes, yielding its first update at once."""
         if not self.rows:  # no trees pending: joins draft the next step's option
             self.option = self._next_option(1)
-        for join in self.joins.advance(self.pacer if self.rows else None):
+            joined = self.joins.advance(None)
+        else:
+            joined = self.joins.prefilled() if self.riding else self.joins.advance(self.pacer)
+        for join in joined:
             yield self._admit(join)
 
     def verify(self) -> list[Update]:
@@ -224,7 +228,11 @@ class BatchDecoder:
         tokens = mx.stack([p.tokens for p in packed])
         positions = mx.stack([p.depth for p in packed]) + self.cache.offsets()[:, None]
         mask = self.cache.attention_mask(mx.stack([p.mask for p in packed]))
-        block = self.model(tokens, self.cache, positions, mask, self.taps)  # (B, P, D (+ taps))
+        ride = self.joins.next_chunk(self.pacer.tokens()) if self.riding else None
+        if ride is None:
+            block = self.model(tokens, self.cache, positions, mask, self.taps)  # (B, P, D (+ taps))
+        else:  # the oldest join's next chunk runs in this pass: the weights stream once for both
+            block, chunk = self.model.run_together([Segment(tokens, self.cache, positions, mask), ride[1]], self.taps)
         feed = block[..., self.width :] if self.taps else block  # what the drafter reads
         logits = self.model.logits(block[..., : self.width] if self.taps else block)
         results, samplers = [], [row.sampler() for row in rows]
@@ -262,15 +270,19 @@ class BatchDecoder:
             for b, (row, r) in enumerate(zip(rows, results))
             if row.request.logprobs is not None
         }
-        if logprobs:  # evaluated with the step: still one synchronisation
-            mx.eval(read, logprobs)
+        riding = [] if ride is None else [chunk, ride[0].cache.state()]
+        if logprobs or riding:  # evaluated with the step: still one synchronisation
+            mx.eval(read, logprobs, riding)
         read = read.tolist()
-        seconds = self.pacer.step_s = time.perf_counter() - tic
+        seconds = time.perf_counter() - tic
+        self.pacer.stepped(seconds, 0 if ride is None else chunk.shape[1])
+        if ride is not None:
+            self.joins.rode(ride[0], chunk)
         n, cut = len(rows), len(rows) * (1 + length)
         accepted, emitted, counts, copied = read[:n], read[n:cut], read[-2 * n : -n], read[-n:]
         kept_paths = [read[cut + b * length : cut + b * length + a + 1] for b, a in enumerate(accepted)]
-        if self.policy is not None:
-            self.policy.observe(option, len(rows), accepted, seconds, self.option)
+        if self.policy is not None:  # a step that carried a chunk is not timed
+            self.policy.observe(option, len(rows), accepted, None if ride else seconds, self.option)
         if any(path != list(range(len(path))) for path in kept_paths):  # else nothing moves
             self.cache.gather_pending(paths)
         self.cache.commit([a + 1 for a in accepted])

@@ -1,18 +1,19 @@
-"""Requests on their way into a batch: prompts prefilled a chunk at a time between steps.
+"""Requests on their way into a batch: prompts prefilled a chunk at a time while rows decode.
 
 A joining prompt of 2,000 tokens takes seconds to prefill on a CPU; run at once it would
-stall every running row for all of that. So while rows decode, a step prefills only as many
-prompt tokens as take about `PREFILL_SHARE` of the rows' own step time (`Pacer`), spent on
-the oldest join first. A chunk is a pass of its own, and every pass streams the weights
-once: on a 2-core CPU an 8-token chunk costs 62 ms at the start of a prompt and 131 ms after
-1,900 of its tokens, against 86 ms for a step of four rows, so there a step with a chunk
-takes two to three normal steps rather than the seconds the whole prompt would take. Chunk
-sizes are multiples of `MIN_CHUNK`, so the compiled layers (traced once per block length)
-trace at most a few lengths instead of one per chunk, each trace a stall of its own. The
-whole of every waiting prompt runs only when no row is decoding, and then prompts of
-similar lengths share their passes (`prefill_together`: the weights stream once for all of
-them). A prompt that starts with a sequence the `PromptCache` holds prefills only the rest
-of it.
+stall every running row for all of that. So while rows decode, each step carries a chunk of
+the oldest join's prompt, sized by the `Pacer` from the steps' own times. Where the model
+runs several sequences in one pass (`models.llm.runs_together`: our Llama forward), the
+chunk rides in the rows' verify pass and adds about `RIDING_SHARE` of their step: a pass of
+its own would stream all the weights again, which on a CPU costs most of a step before its
+first token (an 8-token chunk alone: 62 ms at the start of a prompt, 131 ms after 1,900 of its
+tokens, against 86 ms for a step of four rows, on a 2-core x86 CPU). Other models (mlx-lm's
+classes behind the adapter) prefill the chunk in a pass of its own between steps, sized to
+take about `PREFILL_SHARE` of a step. Chunk sizes are multiples of `MIN_CHUNK`, so compiled
+layers trace a few block lengths rather than one per chunk. The whole of every waiting
+prompt runs only when no row is decoding, and then prompts of similar lengths share their
+passes (`prefill_together`). A prompt that starts with a sequence the `PromptCache` holds
+prefills only the rest of it.
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ from dataclasses import dataclass, field
 import mlx.core as mx
 
 from ..models.cache import KVCache
-from ..models.llm import LLM, prefill, prefill_together
+from ..models.llm import LLM, Segment, prefill, prefill_together
 from .prompt_cache import PromptCache
 
 PREFILL_SHARE = 1.0  # of the rows' step time, what a step's prefill may take
+RIDING_SHARE = 0.5  # of the rows' step time, what a chunk riding in their pass may add to it
 MIN_CHUNK = 8  # prompt tokens a step prefills at least (so that a join always progresses), and their unit
 FIRST_CHUNK = 64  # before any chunk was timed: a chat prompt joins in one step
 PADDING = 0.25  # prompts prefilled together pad to the longest, adding at most this share of tokens
@@ -51,10 +53,21 @@ class Pacer:
         return max(MIN_CHUNK, min(self.budget, int(self.size) // MIN_CHUNK * MIN_CHUNK))
 
     def ran(self, tokens: int, seconds: float) -> None:
-        """A chunk of `tokens` took `seconds`."""
+        """A chunk of `tokens` took `seconds` in a pass of its own."""
         if self.timed and self.step_s is not None and tokens >= self.tokens():  # a whole chunk: it measures
-            scale = min(max(PREFILL_SHARE * self.step_s / seconds, 0.5), 1.5)
-            self.size = min(max(self.size * scale, MIN_CHUNK), self.budget)
+            self._scale(PREFILL_SHARE * self.step_s / seconds)
+
+    def stepped(self, seconds: float, carried: int) -> None:
+        """The rows' step took `seconds`, carrying a chunk of `carried` prompt tokens (0: none,
+        and the step's time is theirs alone)."""
+        if not carried:
+            self.step_s = seconds
+        elif self.timed and self.step_s is not None and carried >= self.tokens():
+            added = seconds - self.step_s
+            self._scale(RIDING_SHARE * self.step_s / added if added > 0 else 1.5)
+
+    def _scale(self, factor: float) -> None:
+        self.size = min(max(self.size * min(max(factor, 0.5), 1.5), MIN_CHUNK), self.budget)
 
 
 @dataclass
@@ -118,6 +131,27 @@ class Joins:
                 pacer.ran(take, time.perf_counter() - tic)
             if take == left:
                 yield self.waiting.popleft()
+
+    def next_chunk(self, tokens: int) -> tuple[Join, Segment] | None:
+        """The oldest join's next `tokens` prompt tokens, as a segment to run in the rows' own
+        pass (`LLM.run_together`); `rode` then commits them."""
+        if not self.waiting:
+            return None
+        join = self.waiting[0]
+        start = join.cache.length
+        chunk = join.prompt[start : start + tokens]
+        positions = mx.arange(start, start + len(chunk), dtype=mx.int32)[None]
+        return join, Segment(mx.array(chunk, mx.uint32)[None], join.cache, positions)
+
+    def rode(self, join: Join, states: mx.array) -> None:
+        """`join`'s chunk ran in a pass whose hidden states for it are `states` (1, n, D...)."""
+        join.cache.commit(states.shape[1])
+        join.states = [*join.states, states[0]] if self.keep_states else [states[0, -1:]]
+
+    def prefilled(self) -> Iterator[Join]:
+        """The joins whose prompts have run whole (in rows' passes), oldest first."""
+        while self.waiting and self.waiting[0].cache.length == len(self.waiting[0].prompt):
+            yield self.waiting.popleft()
 
     def _together(self) -> Iterator[Join]:
         """Prefill the waiting prompts that start from nothing cached in shared passes, each

@@ -12,6 +12,8 @@ by about 6% on a 2-core x86 CPU (fewer, fused ops to dispatch).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.llama import ModelArgs
@@ -19,7 +21,7 @@ from mlx_lm.models.rope_utils import initialize_rope
 
 from ..runtime import fastmath
 from .cache import KVCache
-from .llm import Mask
+from .llm import Mask, Segment
 from .pipeline import Stage
 from .rope import PositionedRoPE
 
@@ -122,6 +124,28 @@ class TransformerBlock(nn.Module):
         )
         return after(x, self.self_attn.attend(*before(x, positions), mask, cache, layer))
 
+    def run_together(
+        self, x: mx.array, positions: mx.array, segments: Sequence[Segment], layer: int, compiled: bool
+    ) -> mx.array:
+        """`x` (1, N, D): the tokens of every segment end to end. The per-token work (norms,
+        projections, MLP) runs on all N at once; attention runs per segment, over its cache."""
+        before, after = (
+            (self.compiled_before, self.compiled_after) if compiled else (self.before_attention, self.after_attention)
+        )
+        q, k, v = before(x, positions)  # (1, heads, N, Dh)
+        attended, start = [], 0
+        for segment in segments:
+            rows, length = segment.tokens.shape
+            end = start + rows * length
+
+            def own(a: mx.array) -> mx.array:  # (rows, heads, length, Dh)
+                return a[:, :, start:end].reshape(a.shape[1], rows, length, -1).transpose(1, 0, 2, 3)
+
+            out = self.self_attn.attend(own(q), own(k), own(v), segment.mask, segment.cache, layer)
+            attended.append(out.transpose(1, 0, 2, 3).reshape(1, out.shape[1], rows * length, -1))
+            start = end
+        return after(x, mx.concatenate(attended, axis=2))
+
 
 class LlamaModel(nn.Module):
     def __init__(self, args: ModelArgs):
@@ -183,6 +207,28 @@ class Model(nn.Module):
             h = self.stage.pass_on(h)
         h = self.model.norm(h)
         return mx.concatenate([h, *(seen[i] for i in taps)], axis=-1) if taps else h
+
+    def run_together(self, segments: Sequence[Segment], taps: tuple[int, ...] = ()) -> list[mx.array]:
+        """`__call__` for several segments (each its tokens, cache, positions and mask) in ONE
+        pass: the weights stream once for all of them, which on a CPU is most of a short
+        pass's cost (a joining prompt's chunk rides in the rows' verify pass). Returns each
+        segment's hidden states (B, T, D (+ taps)), as `__call__` would."""
+        sizes = [s.tokens.size for s in segments]
+        h = self.model.embed_tokens(mx.concatenate([s.tokens.reshape(-1) for s in segments]))[None]
+        positions = mx.concatenate([s.positions.reshape(-1) for s in segments])[None]
+        seen = {}
+        for i, layer in enumerate(self.model.layers):
+            if i in taps:
+                seen[i] = h
+            # Uncompiled: the summed lengths vary with every chunk, and a compiled layer would
+            # trace (a stall of its own) for each.
+            h = layer.run_together(h, positions, segments, i, compiled=False)
+        h = mx.concatenate([self.model.norm(h), *(seen[i] for i in taps)], axis=-1)[0]
+        parts, start = [], 0
+        for segment, size in zip(segments, sizes):
+            parts.append(h[start : start + size].reshape(*segment.tokens.shape, -1))
+            start += size
+        return parts
 
     def logits(self, hidden: mx.array) -> mx.array:
         """Vocabulary logits (..., V) for hidden states (..., D)."""

@@ -8,6 +8,7 @@ and `adapter.TreeModel`, any other mlx-lm architecture through mlx-lm's own clas
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import mlx.core as mx
@@ -17,6 +18,24 @@ from .cache import BatchKVCache, KVCache
 
 Mask = mx.array | str | None  # bool/additive (B|1, 1, T, S), "causal", or None (attend all)
 PREFILL_CHUNK = 512
+
+
+@dataclass
+class Segment:
+    """One of several sequences a pass runs together (`runs_together`): its tokens (B, T),
+    the cache they attend over and are written to, their RoPE positions (B, T), their mask."""
+
+    tokens: mx.array
+    cache: KVCache | BatchKVCache
+    positions: mx.array
+    mask: Mask = "causal"
+
+
+def runs_together(model: LLM) -> bool:
+    """Whether `model` runs several segments in one pass (`run_together(segments, taps)`):
+    our Llama forward does, on one process or split by tensors; mlx-lm's classes behind the
+    adapter and a Llama split by layers do not."""
+    return callable(getattr(model, "run_together", None)) and getattr(model, "stage", None) is None
 
 
 class LLM(Protocol):

@@ -131,16 +131,18 @@ class BatchPolicy:
         self.queued = [option] * (PROBE_STEPS - 1)
         return option
 
-    def observe(self, option: Option, rows: int, accepted: Sequence[int], seconds: float, following: Option) -> None:
+    def observe(
+        self, option: Option, rows: int, accepted: Sequence[int], seconds: float | None, following: Option
+    ) -> None:
         """A step of `option` over `rows` rows accepted `accepted` drafts per row, and took
-        `seconds` including the draft of `following` (the next step's option); only a step
-        inside a run of its option is timed."""
+        `seconds` including the draft of `following` (the next step's option; None: it did
+        other work too, untimed); only a step inside a run of its option is timed."""
         if option is not None and accepted:
             mean = 1 + sum(accepted) / len(accepted)
             self.tokens[option] = TOKEN_DECAY * self.tokens[option] + (1 - TOKEN_DECAY) * mean
         steady = self.previous == option == following
         self.previous = option
-        if not steady:
+        if not steady or seconds is None:
             return
         self.timed.setdefault((rows, option), deque(maxlen=SAMPLES)).append(1e3 * seconds)
         self._fit()
