@@ -20,6 +20,7 @@ from mlx_lm.models.llama import ModelArgs
 from mlx_lm.models.rope_utils import initialize_rope
 
 from ..runtime import fastmath
+from .attention import attention
 from .cache import KVCache
 from .llm import Mask, Segment
 from .pipeline import Stage
@@ -64,7 +65,7 @@ class Attention(nn.Module):
         and values to `cache` (uncommitted)."""
         if cache is not None:
             k, v = cache.write(layer, k, v)
-        return mx.fast.scaled_dot_product_attention(q, k, v, scale=self.scale, mask=mask)
+        return attention(q, k, v, self.scale, mask)
 
     def output(self, attended: mx.array) -> mx.array:
         B, _, T, _ = attended.shape
