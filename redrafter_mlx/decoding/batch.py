@@ -100,8 +100,7 @@ class BatchDecoder:
 
     def _draft(self, option: Option) -> BatchDraftFn:
         if option not in self._drafts:
-            drafter = None if option is None else self.drafter
-            shape = option or TreeShape(1, 1, 1)
+            drafter, shape = (None, TreeShape(1, 1, 1)) if option is None else (self.drafter, option)
             self._drafts[option] = make_batch_draft_fn(
                 drafter, self.model.embedding, shape, draft_top_k=self.draft_top_k, lookup=self.lookup
             )
@@ -228,11 +227,12 @@ class BatchDecoder:
         tokens = mx.stack([p.tokens for p in packed])
         positions = mx.stack([p.depth for p in packed]) + self.cache.offsets()[:, None]
         mask = self.cache.attention_mask(mx.stack([p.mask for p in packed]))
-        ride = self.joins.next_chunk(self.pacer.tokens()) if self.riding else None
-        if ride is None:
-            block = self.model(tokens, self.cache, positions, mask, self.taps)  # (B, P, D (+ taps))
-        else:  # the oldest join's next chunk runs in this pass: the weights stream once for both
-            block, chunk = self.model.run_together([Segment(tokens, self.cache, positions, mask), ride[1]], self.taps)
+        rides = self.joins.next_chunks(self.pacer.tokens()) if self.riding else []
+        if rides:  # the oldest joins' next chunks run in this pass: the weights stream once for all
+            segments = [Segment(tokens, self.cache, positions, mask), *(segment for _, segment in rides)]
+            block, *chunks = self.model.run_together(segments, self.taps)
+        else:
+            block, chunks = self.model(tokens, self.cache, positions, mask, self.taps), []  # (B, P, D + taps)
         feed = block[..., self.width :] if self.taps else block  # what the drafter reads
         logits = self.model.logits(block[..., : self.width] if self.taps else block)
         results, samplers = [], [row.sampler() for row in rows]
@@ -270,19 +270,19 @@ class BatchDecoder:
             for b, (row, r) in enumerate(zip(rows, results))
             if row.request.logprobs is not None
         }
-        riding = [] if ride is None else [chunk, ride[0].cache.state()]
+        riding = [[chunk, join.cache.state()] for (join, _), chunk in zip(rides, chunks)]
         if logprobs or riding:  # evaluated with the step: still one synchronisation
             mx.eval(read, logprobs, riding)
         read = read.tolist()
         seconds = time.perf_counter() - tic
-        self.pacer.stepped(seconds, 0 if ride is None else chunk.shape[1])
-        if ride is not None:
-            self.joins.rode(ride[0], chunk)
+        self.pacer.stepped(seconds, sum(chunk.shape[1] for chunk in chunks))
+        for (join, _), chunk in zip(rides, chunks):
+            self.joins.rode(join, chunk)
         n, cut = len(rows), len(rows) * (1 + length)
         accepted, emitted, counts, copied = read[:n], read[n:cut], read[-2 * n : -n], read[-n:]
         kept_paths = [read[cut + b * length : cut + b * length + a + 1] for b, a in enumerate(accepted)]
         if self.policy is not None:  # a step that carried a chunk is not timed
-            self.policy.observe(option, len(rows), accepted, None if ride else seconds, self.option)
+            self.policy.observe(option, len(rows), accepted, None if rides else seconds, self.option)
         if any(path != list(range(len(path))) for path in kept_paths):  # else nothing moves
             self.cache.gather_pending(paths)
         self.cache.commit([a + 1 for a in accepted])

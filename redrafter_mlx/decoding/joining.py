@@ -132,16 +132,19 @@ class Joins:
             if take == left:
                 yield self.waiting.popleft()
 
-    def next_chunk(self, tokens: int) -> tuple[Join, Segment] | None:
-        """The oldest join's next `tokens` prompt tokens, as a segment to run in the rows' own
-        pass (`LLM.run_together`); `rode` then commits them."""
-        if not self.waiting:
-            return None
-        join = self.waiting[0]
-        start = join.cache.length
-        chunk = join.prompt[start : start + tokens]
-        positions = mx.arange(start, start + len(chunk), dtype=mx.int32)[None]
-        return join, Segment(mx.array(chunk, mx.uint32)[None], join.cache, positions)
+    def next_chunks(self, tokens: int) -> list[tuple[Join, Segment]]:
+        """The oldest joins' next prompt tokens, `tokens` in all, as segments to run in the
+        rows' own pass (`run_together`); `rode` then commits each."""
+        chunks = []
+        for join in self.waiting:
+            start = join.cache.length
+            chunk = join.prompt[start : start + tokens]
+            positions = mx.arange(start, start + len(chunk), dtype=mx.int32)[None]
+            chunks.append((join, Segment(mx.array(chunk, mx.uint32)[None], join.cache, positions)))
+            tokens -= len(chunk)
+            if tokens <= 0:
+                break
+        return chunks
 
     def rode(self, join: Join, states: mx.array) -> None:
         """`join`'s chunk ran in a pass whose hidden states for it are `states` (1, n, D...)."""
