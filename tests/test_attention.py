@@ -1,28 +1,66 @@
-"""The long-context CPU attention equals MLX's fused kernel for every mask the model passes."""
+"""The CPU's written-out attention equals MLX's fused kernel for every mask the model passes,
+whole and in blocks, and calls with few scores keep the kernel exactly."""
 
 from __future__ import annotations
 
 import mlx.core as mx
 import pytest
 
-from redrafter_mlx.models.attention import LONG_CONTEXT, attention
+from redrafter_mlx.models import attention as attention_module
+from redrafter_mlx.models.attention import WRITTEN_OUT, attention
+from redrafter_mlx.runtime import fastmath
 
 
-@pytest.mark.parametrize("rows, queries, keys", [(1, 1, LONG_CONTEXT), (1, 8, 1900), (3, 5, 700), (1, 64, 1200)])
-@pytest.mark.parametrize("mask", ["causal", "bool", "additive", None])
-def test_long_context_attention_equals_mlx_kernel(rows, queries, keys, mask):
-    mx.random.seed(rows * keys + queries)
+def inputs(rows: int, queries: int, keys: int, mask: str | None, seed: int):
+    mx.random.seed(seed)
     q = mx.random.normal((rows, 9, queries, 64))
     k, v = mx.random.normal((2, rows, 3, keys, 64))
     if mask in ("bool", "additive"):
         allowed = mx.random.uniform(shape=(rows, 1, queries, keys)) > 0.3
         mask = allowed if mask == "bool" else mx.where(allowed, 0.0, -1e9)
-    expected = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.125, mask=mask)
-    assert mx.allclose(attention(q, k, v, 0.125, mask), expected, atol=1e-5).item()
+    return q, k, v, mask
 
 
-def test_short_contexts_keep_mlx_kernel_exactly():
-    q = mx.random.normal((2, 9, 4, 64))
-    k, v = mx.random.normal((2, 2, 3, LONG_CONTEXT - 1, 64))
-    expected = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.125, mask="causal")
-    assert mx.array_equal(attention(q, k, v, 0.125, "causal"), expected).item()
+def kernel(q, k, v, mask):
+    return mx.fast.scaled_dot_product_attention(q, k, v, scale=0.125, mask=mask)
+
+
+@pytest.mark.parametrize("rows, queries, keys", [(1, 1, 1900), (1, 8, 1900), (3, 5, 700), (1, 64, 1200), (16, 4, 60)])
+@pytest.mark.parametrize("mask", ["causal", "bool", "additive", None])
+def test_written_out_attention_equals_mlx_kernel(rows, queries, keys, mask):
+    q, k, v, mask = inputs(rows, queries, keys, mask, rows * keys + queries)
+    assert rows * 9 * queries * keys >= WRITTEN_OUT
+    assert mx.allclose(attention(q, k, v, 0.125, mask), kernel(q, k, v, mask), atol=1e-5).item()
+
+
+@pytest.mark.parametrize("rows, queries, keys", [(5, 3, 100), (1, 40, 90), (3, 20, 100)])
+@pytest.mark.parametrize("mask", ["causal", "bool", "additive", None])
+def test_blocks_of_rows_and_of_queries_equal_mlx_kernel(monkeypatch, rows, queries, keys, mask):
+    """With blocks of 6,000 scores: (5, 3, 100) splits into blocks of 2 rows, (1, 40, 90)
+    into blocks of 7 queries (a causal block over fewer keys), (3, 20, 100) into single rows
+    and then their queries."""
+    monkeypatch.setattr(attention_module, "BLOCK", 6000)
+    q, k, v, mask = inputs(rows, queries, keys, mask, rows + queries + keys)
+    assert mx.allclose(attention(q, k, v, 0.125, mask), kernel(q, k, v, mask), atol=1e-5).item()
+
+
+def test_few_scores_keep_mlx_kernel_exactly():
+    q, k, v, _ = inputs(1, 1, WRITTEN_OUT // 9 - 1, None, 0)
+    assert mx.array_equal(attention(q, k, v, 0.125, "causal"), kernel(q, k, v, "causal")).item()
+
+
+def test_softmax_exp_sees_few_sizes_as_the_context_grows(monkeypatch):
+    """Every new size traces the compiled exp again, and MLX keeps each trace (about 50 KB):
+    over 300 context lengths the exp sees a handful of sizes, each at most 1/8 larger."""
+    sizes, real = [], fastmath.exp
+
+    def recording(x: mx.array) -> mx.array:
+        sizes.append(x.size)
+        return real(x)
+
+    monkeypatch.setattr(fastmath, "exp", recording)
+    for keys in range(1000, 1300):
+        q, k, v, _ = inputs(1, 1, keys, None, keys)
+        assert mx.allclose(attention(q, k, v, 0.125, None), kernel(q, k, v, None), atol=1e-5).item()
+        assert keys * 9 <= sizes[-1] <= keys * 9 * 9 / 8
+    assert len(set(sizes)) <= 4
