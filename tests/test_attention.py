@@ -64,3 +64,19 @@ def test_softmax_exp_sees_few_sizes_as_the_context_grows(monkeypatch):
         assert mx.allclose(attention(q, k, v, 0.125, None), kernel(q, k, v, None), atol=1e-5).item()
         assert keys * 9 <= sizes[-1] <= keys * 9 * 9 / 8
     assert len(set(sizes)) <= 4
+
+
+def test_rows_read_only_the_keys_within_their_extents(monkeypatch):
+    """A batch with one long row: the others' keys past their own lengths are never read (they
+    hold NaN here, which any read would spread), and the result is the kernel's over the
+    masked batch."""
+    monkeypatch.setattr(attention_module, "BLOCK", 9 * 4 * 300)  # one row a block, each over its own keys
+    extents = [200, 300, 160, 250, 180]
+    q, k, v, _ = inputs(5, 4, 300, None, 5)
+    visible = mx.arange(300)[None, :] < mx.array(extents)[:, None]  # (B, S)
+    mask = mx.broadcast_to(visible[:, None, None, :], (5, 1, 4, 300))
+    expected = kernel(q, k, v, mask)
+    poisoned = [mx.where(visible[:, None, :, None], a, mx.nan) for a in (k, v)]
+    out = attention(q, *poisoned, 0.125, mask, extents)
+    assert mx.allclose(out, expected, atol=1e-5).item()
+    assert not mx.allclose(attention(q, *poisoned, 0.125, mask), expected, atol=1e-5).item()  # without extents

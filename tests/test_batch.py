@@ -15,6 +15,8 @@ from redrafter_mlx.decoding.loop import generate_ar
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.kinds.draft_llm import DraftLLM
 from redrafter_mlx.drafting.loading import load_drafter_for
+from redrafter_mlx.models import attention as attention_module
+from redrafter_mlx.models import llama as llama_module
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.prompting import encode_prompt
 from redrafter_mlx.tuning.batch_policy import BatchPolicy, batch_options
@@ -106,6 +108,28 @@ def test_every_row_decodes_what_greedy_decoding_gives_alone(embedded, references
     for handle, (_, _, tokens, reason) in enumerate(references):
         assert results[handle] == (tokens, reason), handle
     assert not decoder.rows and decoder.cache.rows == 0
+
+
+def test_rows_attending_in_blocks_over_their_own_lengths_decode_greedily(embedded, references, monkeypatch):
+    """Attention written out in blocks of a few rows, each over its own rows' keys only (as
+    a batch holding one long conversation runs): every row's answer is still its own."""
+    monkeypatch.setattr(attention_module, "WRITTEN_OUT", 0)
+    monkeypatch.setattr(attention_module, "BLOCK", 9 * 10 * 64)
+    trimmed = []
+    real = attention_module.attention
+
+    def spy(q, k, v, scale, mask, extents=None):
+        trimmed.append(extents is not None and max(extents) > min(extents))
+        return real(q, k, v, scale, mask, extents)
+
+    monkeypatch.setattr(llama_module, "attention", spy)
+    eos = embedded.tokenizer.eos_token_ids
+    decoder = BatchDecoder(embedded.model, load_drafter_for(embedded, None), TreeShape(3, 4, 8), eos_ids=eos)
+    requests = [Request(ids, DecodingOptions(max_tokens=n)) for ids, n, _, _ in references]
+    results = run_batch(decoder, requests, join_every=2)
+    for handle, (_, _, tokens, reason) in enumerate(references):
+        assert results[handle] == (tokens, reason), handle
+    assert any(trimmed)
 
 
 def test_rows_accept_different_lengths_in_one_step(embedded, references):

@@ -66,6 +66,10 @@ class TreeScratch:
         text = mx.arange(self.base.cache.length + self.base.staged, dtype=mx.int32)[None]
         return mx.concatenate([text, *self.slot_positions], axis=1)
 
+    def key_extents(self, block: int) -> None:
+        """One sequence: every key `write` returns is visible (`attention`'s extents)."""
+        return None
+
     def write(self, layer: int, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
         """Append a depth's beam tokens (1, n_kv, W, Dh); return every key/value visible."""
         end = self.base.cache.length + self.base.staged

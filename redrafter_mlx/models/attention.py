@@ -21,6 +21,8 @@ Results equal the kernel's within 1e-6. Fewer scores, and GPUs, keep the kernel 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import mlx.core as mx
 
 from ..runtime import device, fastmath
@@ -30,30 +32,35 @@ WRITTEN_OUT = 8192  # scores (rows x heads x queries x keys) from which the CPU 
 BLOCK = 1 << 17  # scores per block of queries: 512 KiB of float32, which stays in the cache
 
 
-def attention(q: mx.array, k: mx.array, v: mx.array, scale: float, mask: Mask) -> mx.array:
+def attention(
+    q: mx.array, k: mx.array, v: mx.array, scale: float, mask: Mask, extents: Sequence[int] | None = None
+) -> mx.array:
     """Attention of queries (B, H, T, D) over keys/values (B, H_kv, S, D), H a multiple of
     H_kv (grouped queries); `mask`: None, "causal" (the T queries are the last T of the S
-    positions) or bool/additive, broadcastable to (B, 1, T, S)."""
+    positions) or bool/additive, broadcastable to (B, 1, T, S). `extents`: per row, how many
+    of the S keys it may see at most (a batch row's own length: later columns are masked),
+    so that in a batch with one long conversation the short rows do not pay for its keys."""
     B, H, T, _ = q.shape
     if B * H * T * k.shape[2] < WRITTEN_OUT or device.on_gpu():
         return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
-    return _in_blocks(q, k, v, scale, mask)
+    return _in_blocks(q, k, v, scale, mask, None if isinstance(mask, str) else extents)
 
 
-def _in_blocks(q: mx.array, k: mx.array, v: mx.array, scale: float, mask: Mask) -> mx.array:
+def _in_blocks(
+    q: mx.array, k: mx.array, v: mx.array, scale: float, mask: Mask, extents: Sequence[int] | None
+) -> mx.array:
     """Blocks of whole rows while one row's scores fit in `BLOCK` (each block reads only its
-    rows' keys), else blocks of one row's queries."""
+    rows' keys, up to the longest of their extents), else blocks of one row's queries."""
     B, H, T, _ = q.shape
     S = k.shape[2]
     if B > 1 and B * H * T * S > BLOCK:
-        n = max(1, BLOCK // (H * T * S))
         per_row = isinstance(mask, mx.array) and mask.ndim == 4 and mask.shape[0] == B
-        return mx.concatenate(
-            [
-                _in_blocks(q[i : i + n], k[i : i + n], v[i : i + n], scale, mask[i : i + n] if per_row else mask)
-                for i in range(0, B, n)
-            ]
-        )
+        blocks = []
+        for i, j, keys in _row_blocks(extents or [S] * B, H * T):
+            rows = mask[i:j] if per_row else mask
+            rows = rows[..., :keys] if isinstance(rows, mx.array) else rows
+            blocks.append(_in_blocks(q[i:j], k[i:j, :, :keys], v[i:j, :, :keys], scale, rows, None))
+        return mx.concatenate(blocks)
     rows = max(1, BLOCK // (B * H * S))
     blocks = []
     for start in range(0, T, rows):
@@ -63,6 +70,19 @@ def _in_blocks(q: mx.array, k: mx.array, v: mx.array, scale: float, mask: Mask) 
             _written_out(q[:, :, start:end], k[:, :, :keys], v[:, :, :keys], scale, _rows(mask, start, end, T, keys))
         )
     return blocks[0] if len(blocks) == 1 else mx.concatenate(blocks, axis=2)
+
+
+def _row_blocks(extents: Sequence[int], scores_per_key: int) -> list[tuple[int, int, int]]:
+    """Consecutive rows [i, j) and the keys they need (their longest extent), as many rows a
+    block as keep its scores within `BLOCK` (one at least)."""
+    blocks, i = [], 0
+    while i < len(extents):
+        j, keys = i + 1, extents[i]
+        while j < len(extents) and (j - i + 1) * scores_per_key * max(keys, extents[j]) <= BLOCK:
+            keys, j = max(keys, extents[j]), j + 1
+        blocks.append((i, j, keys))
+        i = j
+    return blocks
 
 
 def _rows(mask: Mask, start: int, end: int, queries: int, keys: int) -> mx.array | None:

@@ -50,6 +50,11 @@ class KVCache:
             fresh[1][..., : self.length, :] = old_v[..., : self.length, :]
         self.keys[layer], self.values[layer] = fresh
 
+    def key_extents(self, block: int) -> list[int] | None:
+        """Per row, the keys a block of `block` tokens sees (`attention`'s extents): None,
+        every row sees all of them."""
+        return None
+
     def commit(self, n: int) -> None:
         """Keep the first n tokens of the pending block."""
         self.length += n
@@ -144,6 +149,11 @@ class BatchKVCache:
         self.keys[layer] = mx.put_along_axis(self.keys[layer], self._block_index, keys, axis=2)
         self.values[layer] = mx.put_along_axis(self.values[layer], self._block_index, values, axis=2)
         return self.keys[layer][..., :end, :], self.values[layer][..., :end, :]
+
+    def key_extents(self, block: int) -> list[int]:
+        """Per row, the keys a pending block of `block` tokens sees: its own committed tokens
+        and the block (the columns after it belong to longer rows)."""
+        return [length + block for length in self.lengths]
 
     def attention_mask(self, tree_mask: mx.array) -> mx.array:
         """(B, 1, P, S) for a pending block with tree masks (B, P, P): each row sees its own

@@ -63,9 +63,10 @@ class Attention(nn.Module):
     def attend(self, q: mx.array, k: mx.array, v: mx.array, mask: Mask, cache: KVCache | None, layer: int) -> mx.array:
         """Attention over the cache and this block (B, heads, T, Dh); writes the block's keys
         and values to `cache` (uncommitted)."""
-        if cache is not None:
-            k, v = cache.write(layer, k, v)
-        return attention(q, k, v, self.scale, mask)
+        if cache is None:
+            return attention(q, k, v, self.scale, mask)
+        extents = cache.key_extents(q.shape[2])
+        return attention(q, *cache.write(layer, k, v), self.scale, mask, extents)
 
     def output(self, attended: mx.array) -> mx.array:
         B, _, T, _ = attended.shape
