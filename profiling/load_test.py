@@ -5,7 +5,9 @@
 Starts each server on a free localhost port (same model, same prompts: the held-out eval
 set's first N; greedy), sends N streamed chat requests at each concurrency, and reports
 requests/s, tokens/s, p50/p95 latency and time to first token. It stops by itself: every
-request has max_tokens, and each server is shut down after its runs.
+request has max_tokens, and both servers are shut down after the runs. Both run at once, idle
+while the other is measured, and each concurrency runs on one then the other, so that a
+shared machine's drift (a 2-core VM's speed moved by a third within the hour) falls on both.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import socket
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
@@ -177,17 +179,21 @@ def main() -> None:
             str(max(levels)),
         ],
     }
+    model_ids = {"redrafter serve": "m", "mlx_lm.server": "default_model"}
     rows = []
-    for name, command in servers.items():
-        port = free_port()
-        with started(command(port), port, Path(f"{args.out}.{name.split()[0]}.log")) as url:
-            model = "m" if name.startswith("redrafter") else "default_model"
+    with ExitStack() as running:  # both servers up at once, idle while the other is measured
+        urls = {}
+        for name, command in servers.items():
+            port = free_port()
+            urls[name] = running.enter_context(started(command(port), port, Path(f"{args.out}.{name.split()[0]}.log")))
             warm = max(levels)  # traces, first allocations, the batch policy's first timings
-            asyncio.run(load(url, model, (prompts * warm)[:warm], warm, 16))
-            for level in levels:
-                row = {"server": name, **asyncio.run(load(url, model, prompts, level, args.max_tokens))}
+            asyncio.run(load(urls[name], model_ids[name], (prompts * warm)[:warm], warm, 16))
+        for level in levels:  # each level on both servers back to back, so drift falls on both
+            for name, url in urls.items():
+                row = {"server": name, **asyncio.run(load(url, model_ids[name], prompts, level, args.max_tokens))}
                 rows.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k != "texts"}), flush=True)
+    rows.sort(key=lambda r: list(servers).index(r["server"]))
     print("\n| server | concurrency | requests/s | tokens/s | latency p50 / p95 (s) | first token p50 / p95 (s) |")
     print("|---|---:|---:|---:|---:|---:|")
     for r in rows:
