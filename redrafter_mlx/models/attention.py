@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import mlx.core as mx
+from mlx_lm.models.base import create_causal_mask
 
 from ..runtime import device, fastmath
 from .llm import Mask
@@ -91,8 +92,8 @@ def _rows(mask: Mask, start: int, end: int, queries: int, keys: int) -> mx.array
     """The mask of queries [start, end) of `queries`, over the first `keys` keys, as an array."""
     if mask is None:
         return None
-    if isinstance(mask, str):  # query i sits at position keys - (end - start) + i
-        return mx.arange(keys)[None] <= (keys - end + mx.arange(start, end))[:, None]
+    if isinstance(mask, str):  # the block's queries are the last end - start of the `keys` positions
+        return create_causal_mask(end - start, keys - (end - start))
     rows = mask[..., start:end, :] if mask.shape[-2] == queries else mask
     return rows[..., :keys]
 
