@@ -7,7 +7,7 @@ import mlx.core as mx
 import pytest
 
 from redrafter_mlx.decoding.batch import BatchDecoder, Request
-from redrafter_mlx.decoding.joining import PADDING, Join, similar_lengths
+from redrafter_mlx.decoding.joining import MIN_CHUNK, PADDING, RIDING_SHARE, Join, Pacer, similar_lengths
 from redrafter_mlx.decoding.loop import generate_ar
 from redrafter_mlx.decoding.prompt_cache import PromptCache
 from redrafter_mlx.drafting import TreeShape
@@ -31,7 +31,8 @@ def greedy(embedded, ids: list[int], n: int, eos_ids=None) -> list[int]:
 
 def test_a_long_prompt_joins_a_budget_per_step_while_the_rows_keep_decoding(embedded):
     drafter = load_drafter_for(embedded, None)
-    decoder = BatchDecoder(embedded.model, drafter, SHAPE, prefill_budget=8)  # no EOS: the short row runs on
+    # No EOS: the short row runs on. Untimed: every chunk is the budget, whatever the steps take.
+    decoder = BatchDecoder(embedded.model, drafter, SHAPE, prefill_budget=8, timed=False)
     short = encode_prompt(embedded.tokenizer, MORE_PROMPTS[0])
     long = encode_prompt(embedded.tokenizer, " ".join(MORE_PROMPTS))
     assert len(long) > 40
@@ -52,6 +53,47 @@ def test_a_long_prompt_joins_a_budget_per_step_while_the_rows_keep_decoding(embe
     for handle, (rest, _) in run_batch(decoder, []).items():
         tokens[handle] += rest
     assert tokens["long"] == greedy(embedded, long, 12, eos_ids=())
+
+
+def test_the_pacer_measures_the_rows_step_by_the_median_of_its_own_size():
+    """A step that traced a compiled function (10x) does not set the rows' step time, and
+    rows that left make it cheaper: a step of half the tokens is measured by its own steps
+    where there are some, else scaled from the nearest size."""
+    pacer = Pacer(256)
+    for seconds in [0.10, 0.11, 1.0, 0.09, 0.10]:
+        pacer.stepped(seconds, rows_tokens=16, carried=0)
+    assert pacer.step_s(16) == pytest.approx(0.10)
+    assert pacer.step_s(8) == pytest.approx(0.05)  # none at 8 tokens yet: scaled from 16
+    for seconds in [0.07, 0.06, 0.07]:
+        pacer.stepped(seconds, rows_tokens=8, carried=0)
+    assert pacer.step_s(8) == pytest.approx(0.07)
+    assert pacer.step_s(16) == pytest.approx(0.10)
+
+
+def test_the_pacer_sizes_chunks_by_what_they_add_to_the_rows_step():
+    pacer = Pacer(256)
+    for _ in range(3):
+        pacer.stepped(0.10, rows_tokens=16, carried=0)
+    pacer.size = 32.0
+    pacer.stepped(0.10 + 2 * RIDING_SHARE * 0.10, rows_tokens=16, carried=32)  # twice its share: halved
+    assert pacer.tokens() == 16
+    pacer.stepped(0.10 + RIDING_SHARE * 0.10 / 1.25, rows_tokens=16, carried=16)  # 80% of its share: 1.25x
+    assert pacer.tokens() == 20
+    pacer.stepped(0.09, rows_tokens=16, carried=20)  # no slower than without it: grows by the most, 1.5x
+    assert pacer.tokens() == 28 and pacer.step_s(16) == pytest.approx(0.10)  # carrying steps are not the rows'
+
+
+def test_a_long_join_starts_at_its_share_of_the_rows_tokens_and_a_short_one_in_one_step():
+    pacer = Pacer(256)
+    pacer.stepped(0.10, rows_tokens=40, carried=0)
+    assert pacer.tokens() == 64  # no join has been sized yet
+    pacer.begin(left=50, rows_tokens=40)  # fits the next chunk: it joins in one step
+    assert pacer.tokens() == 64
+    pacer.begin(left=2000, rows_tokens=40)
+    assert pacer.tokens() == int(RIDING_SHARE * 40) // MIN_CHUNK * MIN_CHUNK
+    untimed = Pacer(32, timed=False)
+    untimed.begin(left=2000, rows_tokens=40)
+    assert untimed.tokens() == 32  # ranks of a distributed server cut prompts alike
 
 
 def test_a_prompt_cache_hit_decodes_what_a_miss_decodes(embedded):

@@ -7,7 +7,10 @@ runs several sequences in one pass (`models.llm.runs_together`: our Llama forwar
 chunk rides in the rows' verify pass and adds about `RIDING_SHARE` of their step: a pass of
 its own would stream all the weights again, which on a CPU costs most of a step before its
 first token (an 8-token chunk alone: 62 ms at the start of a prompt, 131 ms after 1,900 of its
-tokens, against 86 ms for a step of four rows, on a 2-core x86 CPU). Other models (mlx-lm's
+tokens, against 86 ms for a step of four rows, on a 2-core x86 CPU). Riding, a prompt token
+costs the pass about what a row's token does (4 tokens after 1,500 of a prompt: +45 ms on a
+156 ms step of three rows verifying 5 tokens each), so a long prompt starts at `RIDING_SHARE`
+of the rows' tokens and the `Pacer` follows the steps' times from there. Other models (mlx-lm's
 classes behind the adapter) prefill the chunk in a pass of its own between steps, sized to
 take about `PREFILL_SHARE` of a step. Chunk sizes are multiples of `MIN_CHUNK`, so compiled
 layers trace a few block lengths rather than one per chunk. The whole of every waiting
@@ -18,6 +21,7 @@ prefills only the rest of it.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections import deque
 from collections.abc import Hashable, Iterator
@@ -30,9 +34,10 @@ from ..models.llm import LLM, Segment, prefill, prefill_together
 from .prompt_cache import PromptCache
 
 PREFILL_SHARE = 1.0  # of the rows' step time, what a step's prefill may take
-RIDING_SHARE = 0.5  # of the rows' step time, what a chunk riding in their pass may add to it
-MIN_CHUNK = 8  # prompt tokens a step prefills at least (so that a join always progresses), and their unit
+RIDING_SHARE = 0.35  # of the rows' step time, what a chunk riding in their pass may add to it
+MIN_CHUNK = 4  # prompt tokens a step prefills at least (so that a join always progresses), and their unit
 FIRST_CHUNK = 64  # before any chunk was timed: a chat prompt joins in one step
+REFERENCE_STEPS = 9  # the rows' step time is the median of their last this many without prefill
 PADDING = 0.25  # prompts prefilled together pad to the longest, adding at most this share of tokens
 
 
@@ -40,31 +45,54 @@ class Pacer:
     """Prompt tokens a step may prefill while rows decode: each chunk's size is the last one's
     scaled by how far its time was from `PREFILL_SHARE` of the rows' step (a pass has a fixed
     cost, and a chunk late in a long prompt attends to more keys), within [MIN_CHUNK, budget].
-    Untimed (`timed=False`: ranks of a distributed server must cut prompts alike), every chunk
-    is `budget` tokens."""
+    The rows' step is the median of their last `REFERENCE_STEPS` steps without a chunk that
+    verified as many tokens (else the nearest such, scaled by tokens): a single step that
+    traced a compiled function or probed a wide tree takes several times a normal one, and
+    rows that leave during a long join make the step cheaper; chunks sized against either
+    stalled the rows. Untimed (`timed=False`: ranks of a distributed server must cut prompts
+    alike), every chunk is `budget` tokens."""
 
     def __init__(self, budget: int, timed: bool = True):
         self.budget, self.timed = budget, timed
         self.size = float(min(budget, FIRST_CHUNK) if timed else budget)
-        self.step_s: float | None = None  # the rows' last step, without prefill
+        self.steps: dict[int, deque[float]] = {}  # the rows' last steps without prefill, by tokens verified
+        self.rows_tokens = 0  # what the rows' last step verified
+
+    def step_s(self, tokens: int) -> float | None:
+        """The rows' step time without prefill when they verify `tokens` (None: none timed yet)."""
+        if not self.steps:
+            return None
+        nearest = min(self.steps, key=lambda known: abs(known - tokens))
+        return statistics.median(self.steps[nearest]) * tokens / nearest
+
+    def begin(self, left: int, rows_tokens: int) -> None:
+        """A join with `left` prompt tokens starts riding beside rows that verify `rows_tokens`
+        a step. If it needs more than one chunk, its first is at most `RIDING_SHARE` of their
+        tokens (a token costs the pass about the same whichever sequence it belongs to), not
+        the size the last join left: a long prompt would otherwise stall the rows for the
+        steps the size takes to shrink. A short one still joins in one step."""
+        if self.timed and left > self.tokens():
+            self.size = min(self.size, max(MIN_CHUNK, RIDING_SHARE * rows_tokens))
 
     def tokens(self) -> int:
         """The next chunk's size: `size` rounded down to a multiple of `MIN_CHUNK`."""
         return max(MIN_CHUNK, min(self.budget, int(self.size) // MIN_CHUNK * MIN_CHUNK))
 
     def ran(self, tokens: int, seconds: float) -> None:
-        """A chunk of `tokens` took `seconds` in a pass of its own."""
-        if self.timed and self.step_s is not None and tokens >= self.tokens():  # a whole chunk: it measures
-            self._scale(PREFILL_SHARE * self.step_s / seconds)
+        """A chunk of `tokens` took `seconds` in a pass of its own, between the rows' steps."""
+        step_s = self.step_s(self.rows_tokens)
+        if self.timed and step_s is not None and tokens >= self.tokens():  # a whole chunk: it measures
+            self._scale(PREFILL_SHARE * step_s / seconds)
 
-    def stepped(self, seconds: float, carried: int) -> None:
-        """The rows' step took `seconds`, carrying a chunk of `carried` prompt tokens (0: none,
-        and the step's time is theirs alone)."""
+    def stepped(self, seconds: float, rows_tokens: int, carried: int) -> None:
+        """The rows' step, verifying `rows_tokens`, took `seconds`, carrying a chunk of
+        `carried` prompt tokens (0: none, and the step's time is theirs alone)."""
+        self.rows_tokens, step_s = rows_tokens, self.step_s(rows_tokens)
         if not carried:
-            self.step_s = seconds
-        elif self.timed and self.step_s is not None and carried >= self.tokens():
-            added = seconds - self.step_s
-            self._scale(RIDING_SHARE * self.step_s / added if added > 0 else 1.5)
+            self.steps.setdefault(rows_tokens, deque(maxlen=REFERENCE_STEPS)).append(seconds)
+        elif self.timed and step_s is not None and carried >= self.tokens():
+            added = seconds - step_s
+            self._scale(RIDING_SHARE * step_s / added if added > 0 else 1.5)
 
     def _scale(self, factor: float) -> None:
         self.size = min(max(self.size * min(max(factor, 0.5), 1.5), MIN_CHUNK), self.budget)
@@ -132,10 +160,14 @@ class Joins:
             if take == left:
                 yield self.waiting.popleft()
 
-    def next_chunks(self, tokens: int) -> list[tuple[Join, Segment]]:
-        """The oldest joins' next prompt tokens, `tokens` in all, as segments to run in the
-        rows' own pass (`run_together`); `rode` then commits each."""
-        chunks = []
+    def next_chunks(self, pacer: Pacer, rows_tokens: int) -> list[tuple[Join, Segment]]:
+        """The oldest joins' next prompt tokens, as many as `pacer` allows beside rows that
+        verify `rows_tokens`, as segments to run in the rows' own pass (`run_together`);
+        `rode` then commits each."""
+        oldest = self.waiting[0]
+        if oldest.cache.length == oldest.cached:
+            pacer.begin(len(oldest.prompt) - oldest.cached, rows_tokens)
+        tokens, chunks = pacer.tokens(), []
         for join in self.waiting:
             start = join.cache.length
             chunk = join.prompt[start : start + tokens]
