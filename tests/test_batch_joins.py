@@ -7,7 +7,7 @@ import mlx.core as mx
 import pytest
 
 from redrafter_mlx.decoding.batch import BatchDecoder, Request
-from redrafter_mlx.decoding.joining import MIN_CHUNK, PADDING, RIDING_SHARE, Join, Pacer, similar_lengths
+from redrafter_mlx.decoding.joining import MIN_CHUNK, PADDING, RIDING_SHARE, Join, Joins, Pacer, similar_lengths
 from redrafter_mlx.decoding.loop import generate_ar
 from redrafter_mlx.decoding.prompt_cache import PromptCache
 from redrafter_mlx.drafting import TreeShape
@@ -61,39 +61,75 @@ def test_the_pacer_measures_the_rows_step_by_the_median_of_its_own_size():
     where there are some, else scaled from the nearest size."""
     pacer = Pacer(256)
     for seconds in [0.10, 0.11, 1.0, 0.09, 0.10]:
-        pacer.stepped(seconds, rows_tokens=16, carried=0)
+        pacer.stepped(seconds, rows_tokens=16, carried=0, paced=0)
     assert pacer.step_s(16) == pytest.approx(0.10)
-    assert pacer.step_s(8) == pytest.approx(0.05)  # none at 8 tokens yet: scaled from 16
+    assert pacer.step_s(8) == pytest.approx(0.05)  # none at 8 tokens yet: scaled down from 16
+    assert pacer.step_s(32) == pytest.approx(0.10)  # never scaled up: a step has a fixed cost
     for seconds in [0.07, 0.06, 0.07]:
-        pacer.stepped(seconds, rows_tokens=8, carried=0)
+        pacer.stepped(seconds, rows_tokens=8, carried=0, paced=0)
     assert pacer.step_s(8) == pytest.approx(0.07)
     assert pacer.step_s(16) == pytest.approx(0.10)
 
 
 def test_the_pacer_sizes_chunks_by_what_they_add_to_the_rows_step():
+    """Steps that cost 0.10 s plus 5 ms a riding prompt token: chunks settle where they add
+    RIDING_SHARE of the step, and stay there through a slow step and a chat turn."""
+    step, per_token = 0.10, 0.005
     pacer = Pacer(256)
     for _ in range(3):
-        pacer.stepped(0.10, rows_tokens=16, carried=0)
-    pacer.size = 32.0
-    pacer.stepped(0.10 + 2 * RIDING_SHARE * 0.10, rows_tokens=16, carried=32)  # twice its share: halved
-    assert pacer.tokens() == 16
-    pacer.stepped(0.10 + RIDING_SHARE * 0.10 / 1.25, rows_tokens=16, carried=16)  # 80% of its share: 1.25x
-    assert pacer.tokens() == 20
-    pacer.stepped(0.09, rows_tokens=16, carried=20)  # no slower than without it: grows by the most, 1.5x
-    assert pacer.tokens() == 28 and pacer.step_s(16) == pytest.approx(0.10)  # carrying steps are not the rows'
+        pacer.stepped(step, rows_tokens=16, carried=0, paced=0)
+    sizes = []
+    for _ in range(20):
+        chunk = pacer.tokens()
+        pacer.stepped(step + per_token * chunk, rows_tokens=16, carried=chunk, paced=chunk)
+        sizes.append(pacer.tokens())
+    target = RIDING_SHARE * step / per_token  # 7 tokens
+    assert all(b <= 1.5 * a + MIN_CHUNK for a, b in zip(sizes, sizes[1:]))  # 1.5x a step at most
+    assert abs(sizes[-1] - target) <= MIN_CHUNK
+    pacer.stepped(3 * step, rows_tokens=16, carried=sizes[-1], paced=sizes[-1])  # one slow step: smoothed
+    assert pacer.tokens() >= sizes[-1] / 2
+    settled = pacer.tokens()
+    pacer.stepped(1.0, rows_tokens=16, carried=60, paced=0)  # a chat turn rode whole: it says nothing of chunks
+    assert pacer.tokens() == settled and pacer.step_s(16) == pytest.approx(step)  # nor of the rows' step
+    crowded = Pacer(256)
+    crowded.stepped(step, rows_tokens=16, carried=0, paced=0)
+    crowded.weigh(waiting=8, rows=2)  # four prompts wait per row: chunks may add four times as much
+    for _ in range(20):
+        chunk = crowded.tokens()
+        crowded.stepped(step + per_token * chunk, rows_tokens=16, carried=chunk, paced=chunk)
+    assert abs(crowded.tokens() - 4 * target) <= MIN_CHUNK
 
 
-def test_a_long_join_starts_at_its_share_of_the_rows_tokens_and_a_short_one_in_one_step():
+def test_a_long_join_starts_at_its_share_of_the_rows_tokens_and_a_short_one_keeps_the_size():
     pacer = Pacer(256)
-    pacer.stepped(0.10, rows_tokens=40, carried=0)
+    pacer.stepped(0.10, rows_tokens=40, carried=0, paced=0)
     assert pacer.tokens() == 64  # no join has been sized yet
-    pacer.begin(left=50, rows_tokens=40)  # fits the next chunk: it joins in one step
+    pacer.begin(left=200, rows_tokens=40)  # within the budget: it rides whole anyway
     assert pacer.tokens() == 64
     pacer.begin(left=2000, rows_tokens=40)
     assert pacer.tokens() == int(RIDING_SHARE * 40) // MIN_CHUNK * MIN_CHUNK
     untimed = Pacer(32, timed=False)
     untimed.begin(left=2000, rows_tokens=40)
     assert untimed.tokens() == 32  # ranks of a distributed server cut prompts alike
+
+
+def test_chat_turns_ride_whole_and_a_long_prompt_in_paced_chunks(embedded):
+    """Within the budget, prompts oldest first: each short one whole, then one chunk of the
+    long one, sized by the pacer, and nothing after it."""
+    joins = Joins(embedded.model)
+    for handle, n in (("a", 20), ("b", 30), ("long", 300), ("c", 10)):
+        joins.add(handle, list(range(1, n + 1)))
+    pacer = Pacer(128)
+    chunks, paced = joins.next_chunks(pacer, rows=8, rows_tokens=40)
+    sizes = [(join.handle, segment.tokens.shape[1]) for join, segment in chunks]
+    first = int(RIDING_SHARE * 40) // MIN_CHUNK * MIN_CHUNK
+    assert sizes == [("a", 20), ("b", 30), ("long", first)] and paced == first
+    for join, segment in chunks:  # as if the pass ran: commit what rode
+        joins.rode(join, mx.zeros((1, segment.tokens.shape[1], 8)))
+    assert [j.handle for j in joins.prefilled()] == ["a", "b"]
+    chunks, paced = joins.next_chunks(pacer, rows=8, rows_tokens=40)
+    assert [(j.handle, s.tokens.shape[1]) for j, s in chunks] == [("long", first)] and paced == first
+    assert chunks[0][1].positions.tolist() == [list(range(first, 2 * first))]
 
 
 def test_a_prompt_cache_hit_decodes_what_a_miss_decodes(embedded):

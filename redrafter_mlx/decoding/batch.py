@@ -227,7 +227,7 @@ class BatchDecoder:
         tokens = mx.stack([p.tokens for p in packed])
         positions = mx.stack([p.depth for p in packed]) + self.cache.offsets()[:, None]
         mask = self.cache.attention_mask(mx.stack([p.mask for p in packed]))
-        rides = self.joins.next_chunks(self.pacer, tokens.size) if self.riding and self.joins else []
+        rides, paced = self.joins.next_chunks(self.pacer, len(rows), tokens.size) if self.riding else ([], 0)
         if rides:  # the oldest joins' next chunks run in this pass: the weights stream once for all
             segments = [Segment(tokens, self.cache, positions, mask), *(segment for _, segment in rides)]
             block, *chunks = self.model.run_together(segments, self.taps)
@@ -275,7 +275,7 @@ class BatchDecoder:
             mx.eval(read, logprobs, riding)
         read = read.tolist()
         seconds = time.perf_counter() - tic
-        self.pacer.stepped(seconds, tokens.size, sum(chunk.shape[1] for chunk in chunks))
+        self.pacer.stepped(seconds, tokens.size, sum(chunk.shape[1] for chunk in chunks), paced)
         for (join, _), chunk in zip(rides, chunks):
             self.joins.rode(join, chunk)
         n, cut = len(rows), len(rows) * (1 + length)

@@ -2,17 +2,20 @@
 
 A joining prompt of 2,000 tokens takes seconds to prefill on a CPU; run at once it would
 stall every running row for all of that. So while rows decode, each step carries a chunk of
-the oldest join's prompt, sized by the `Pacer` from the steps' own times. Where the model
-runs several sequences in one pass (`models.llm.runs_together`: our Llama forward), the
-chunk rides in the rows' verify pass and adds about `RIDING_SHARE` of their step: a pass of
-its own would stream all the weights again, which on a CPU costs most of a step before its
-first token (an 8-token chunk alone: 62 ms at the start of a prompt, 131 ms after 1,900 of its
-tokens, against 86 ms for a step of four rows, on a 2-core x86 CPU). Riding, a prompt token
-costs the pass about what a row's token does (4 tokens after 1,500 of a prompt: +45 ms on a
-156 ms step of three rows verifying 5 tokens each), so a long prompt starts at `RIDING_SHARE`
-of the rows' tokens and the `Pacer` follows the steps' times from there. Other models (mlx-lm's
-classes behind the adapter) prefill the chunk in a pass of its own between steps, sized to
-take about `PREFILL_SHARE` of a step. Chunk sizes are multiples of `MIN_CHUNK`, so compiled
+the oldest long join's prompt, sized by the `Pacer` from the steps' own times. Where the
+model runs several sequences in one pass (`models.llm.runs_together`: our Llama forward),
+the chunk rides in the rows' verify pass and adds about `RIDING_SHARE` of their step: a pass
+of its own would stream all the weights again, which on a CPU costs most of a step before
+its first token (an 8-token chunk alone: 62 ms at the start of a prompt, 131 ms after 1,900
+of its tokens, against 86 ms for a step of four rows, on a 2-core x86 CPU). Riding, a prompt
+token costs the pass about what a row's token does (4 tokens after 1,500 of a prompt: +45 ms
+on a 156 ms step of three rows verifying 5 tokens each), so a long prompt starts at
+`RIDING_SHARE` of the rows' tokens and the `Pacer` follows the steps' times from there. A
+prompt within the step's budget (a chat turn) rides whole: the rows' step grows once, and a
+row more costs their later steps little, whereas pacing fifteen requests that arrived
+together behind one running row took 8 to 13 s to their first tokens. Other models (mlx-lm's
+classes behind the adapter) prefill chunks in a pass of their own between steps, sized to take
+about `PREFILL_SHARE` of a step. Chunk sizes are multiples of `MIN_CHUNK`, so compiled
 layers trace a few block lengths rather than one per chunk. The whole of every waiting
 prompt runs only when no row is decoding, and then prompts of similar lengths share their
 passes (`prefill_together`). A prompt that starts with a sequence the `PromptCache` holds
@@ -37,42 +40,53 @@ PREFILL_SHARE = 1.0  # of the rows' step time, what a step's prefill may take
 RIDING_SHARE = 0.35  # of the rows' step time, what a chunk riding in their pass may add to it
 MIN_CHUNK = 4  # prompt tokens a step prefills at least (so that a join always progresses), and their unit
 FIRST_CHUNK = 64  # before any chunk was timed: a chat prompt joins in one step
+SMOOTHING = 0.3  # weight of the last step in the smoothed time a riding prompt token adds
 REFERENCE_STEPS = 9  # the rows' step time is the median of their last this many without prefill
 PADDING = 0.25  # prompts prefilled together pad to the longest, adding at most this share of tokens
 
 
 class Pacer:
-    """Prompt tokens a step may prefill while rows decode: each chunk's size is the last one's
-    scaled by how far its time was from `PREFILL_SHARE` of the rows' step (a pass has a fixed
-    cost, and a chunk late in a long prompt attends to more keys), within [MIN_CHUNK, budget].
-    The rows' step is the median of their last `REFERENCE_STEPS` steps without a chunk that
-    verified as many tokens (else the nearest such, scaled by tokens): a single step that
-    traced a compiled function or probed a wide tree takes several times a normal one, and
-    rows that leave during a long join make the step cheaper; chunks sized against either
-    stalled the rows. Untimed (`timed=False`: ranks of a distributed server must cut prompts
-    alike), every chunk is `budget` tokens."""
+    """Prompt tokens a step may prefill while rows decode, within [MIN_CHUNK, budget]. Riding
+    in the rows' pass, a chunk is `RIDING_SHARE` of their step over what a prompt token adds
+    to it (smoothed over steps, as one step's time is noisy; it grows late in a long prompt,
+    whose tokens attend to more keys); in a pass of its own, the last chunk's size scaled by
+    how far its time was from `PREFILL_SHARE` of the step (a pass has a fixed cost). A size
+    changes by at most 1.5x a step. Riding, the share grows
+    with the `crowd`, prompts waiting per running row: one row must not hold back the long
+    prompts of many requests that arrived with it. The rows' step is the median of their last
+    `REFERENCE_STEPS` steps without a chunk that verified as many tokens (else the nearest
+    such, scaled down by tokens where it verified more): a step that traced a compiled function or probed a wide tree
+    takes several times a normal one, and rows that leave during a long join make the step
+    cheaper; chunks sized against either stalled the rows. Untimed (`timed=False`: ranks of
+    a distributed server must cut prompts alike), every chunk is `budget` tokens."""
 
     def __init__(self, budget: int, timed: bool = True):
         self.budget, self.timed = budget, timed
         self.size = float(min(budget, FIRST_CHUNK) if timed else budget)
         self.steps: dict[int, deque[float]] = {}  # the rows' last steps without prefill, by tokens verified
         self.rows_tokens = 0  # what the rows' last step verified
+        self.crowd = 1.0  # prompts waiting per running row, at least 1
+        self.token_s: float | None = None  # what a riding prompt token adds to the rows' step, smoothed
+
+    def weigh(self, waiting: int, rows: int) -> None:
+        """`waiting` prompts join `rows` running rows this step."""
+        self.crowd = max(1.0, waiting / max(rows, 1))
 
     def step_s(self, tokens: int) -> float | None:
         """The rows' step time without prefill when they verify `tokens` (None: none timed yet)."""
         if not self.steps:
             return None
         nearest = min(self.steps, key=lambda known: abs(known - tokens))
-        return statistics.median(self.steps[nearest]) * tokens / nearest
+        return statistics.median(self.steps[nearest]) * min(1.0, tokens / nearest)
 
     def begin(self, left: int, rows_tokens: int) -> None:
         """A join with `left` prompt tokens starts riding beside rows that verify `rows_tokens`
-        a step. If it needs more than one chunk, its first is at most `RIDING_SHARE` of their
-        tokens (a token costs the pass about the same whichever sequence it belongs to), not
-        the size the last join left: a long prompt would otherwise stall the rows for the
-        steps the size takes to shrink. A short one still joins in one step."""
-        if self.timed and left > self.tokens():
-            self.size = min(self.size, max(MIN_CHUNK, RIDING_SHARE * rows_tokens))
+        a step. A prompt longer than the budget (it cannot join in one step) starts at its
+        share of their tokens (a token costs the pass about the same whichever sequence it
+        belongs to), not at the size the last join left, which would stall the rows for the
+        steps the size takes to shrink. Shorter prompts keep the size: they join in a step or two."""
+        if self.timed and left > self.budget:
+            self.size = min(self.size, max(MIN_CHUNK, RIDING_SHARE * self.crowd * rows_tokens))
 
     def tokens(self) -> int:
         """The next chunk's size: `size` rounded down to a multiple of `MIN_CHUNK`."""
@@ -84,15 +98,17 @@ class Pacer:
         if self.timed and step_s is not None and tokens >= self.tokens():  # a whole chunk: it measures
             self._scale(PREFILL_SHARE * step_s / seconds)
 
-    def stepped(self, seconds: float, rows_tokens: int, carried: int) -> None:
-        """The rows' step, verifying `rows_tokens`, took `seconds`, carrying a chunk of
-        `carried` prompt tokens (0: none, and the step's time is theirs alone)."""
+    def stepped(self, seconds: float, rows_tokens: int, carried: int, paced: int) -> None:
+        """The rows' step, verifying `rows_tokens`, took `seconds`, carrying `carried` prompt
+        tokens (0: the step's time is theirs alone), `paced` of them a paced chunk."""
         self.rows_tokens, step_s = rows_tokens, self.step_s(rows_tokens)
         if not carried:
             self.steps.setdefault(rows_tokens, deque(maxlen=REFERENCE_STEPS)).append(seconds)
-        elif self.timed and step_s is not None and carried >= self.tokens():
-            added = seconds - step_s
-            self._scale(RIDING_SHARE * step_s / added if added > 0 else 1.5)
+        elif self.timed and step_s is not None and paced:
+            added = max(seconds - step_s, 0.0) / paced  # what a prompt token added to the step
+            known = self.token_s if self.token_s is not None else added
+            self.token_s = SMOOTHING * added + (1 - SMOOTHING) * known
+            self._scale(RIDING_SHARE * self.crowd * step_s / max(self.token_s, 1e-6) / self.size)
 
     def _scale(self, factor: float) -> None:
         self.size = min(max(self.size * min(max(factor, 0.5), 1.5), MIN_CHUNK), self.budget)
@@ -160,23 +176,30 @@ class Joins:
             if take == left:
                 yield self.waiting.popleft()
 
-    def next_chunks(self, pacer: Pacer, rows_tokens: int) -> list[tuple[Join, Segment]]:
-        """The oldest joins' next prompt tokens, as many as `pacer` allows beside rows that
-        verify `rows_tokens`, as segments to run in the rows' own pass (`run_together`);
-        `rode` then commits each."""
-        oldest = self.waiting[0]
-        if oldest.cache.length == oldest.cached:
-            pacer.begin(len(oldest.prompt) - oldest.cached, rows_tokens)
-        tokens, chunks = pacer.tokens(), []
+    def next_chunks(self, pacer: Pacer, rows: int, rows_tokens: int) -> tuple[list[tuple[Join, Segment]], int]:
+        """The oldest joins' next prompt tokens, at most `pacer.budget` in all, as segments to
+        run in the pass of `rows` rows that verify `rows_tokens` (`run_together`), and how
+        many of them are a paced chunk; `rode` then commits each. A prompt of at most the
+        budget (a chat turn) rides whole: the rows' step grows once, and as a row it adds
+        little to their steps' cost. A longer one rides `pacer.tokens()` a step."""
+        pacer.weigh(len(self.waiting), rows)
+        room, chunks, paced = pacer.budget, [], 0
         for join in self.waiting:
             start = join.cache.length
-            chunk = join.prompt[start : start + tokens]
-            positions = mx.arange(start, start + len(chunk), dtype=mx.int32)[None]
-            chunks.append((join, Segment(mx.array(chunk, mx.uint32)[None], join.cache, positions)))
-            tokens -= len(chunk)
-            if tokens <= 0:
+            left = len(join.prompt) - start
+            if len(join.prompt) - join.cached <= pacer.budget:
+                take = min(left, room)
+            else:
+                if start == join.cached:
+                    pacer.begin(left, rows_tokens)
+                take = paced = min(left, room, pacer.tokens())
+            positions = mx.arange(start, start + take, dtype=mx.int32)[None]
+            tokens = mx.array(join.prompt[start : start + take], mx.uint32)[None]
+            chunks.append((join, Segment(tokens, join.cache, positions)))
+            room -= take
+            if room <= 0 or paced:
                 break
-        return chunks
+        return chunks, paced
 
     def rode(self, join: Join, states: mx.array) -> None:
         """`join`'s chunk ran in a pass whose hidden states for it are `states` (1, n, D...)."""
