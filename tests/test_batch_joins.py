@@ -148,6 +148,29 @@ def test_a_prompt_cache_hit_decodes_what_a_miss_decodes(embedded):
     assert len(cache) == 1  # the longer conversation superseded the first
 
 
+def test_conversations_resumed_together_share_one_pass_and_decode_what_misses_decode(embedded, monkeypatch):
+    drafter = load_drafter_for(embedded, None)
+    decoder = BatchDecoder(embedded.model, drafter, SHAPE, prompt_cache=PromptCache(1 << 30))
+    firsts = [encode_prompt(embedded.tokenizer, MORE_PROMPTS[i]) for i in (1, 3)]
+    answers = [
+        tokens
+        for tokens, _ in run_batch(decoder, [Request(f, DecodingOptions(max_tokens=12)) for f in firsts]).values()
+    ]
+    turn = encode_prompt(embedded.tokenizer, MORE_PROMPTS[2])
+    seconds = [first + answer + turn for first, answer in zip(firsts, answers)]
+    passes = []
+    run_together = embedded.model.run_together
+    monkeypatch.setattr(embedded.model, "run_together", lambda *a, **k: passes.append(a) or run_together(*a, **k))
+    for handle, prompt in enumerate(seconds):
+        decoder.add(handle, Request(prompt, DecodingOptions(max_tokens=16)))
+    admitted = {update.handle: update.tokens for update in decoder.admit()}
+    assert sorted(admitted) == [0, 1] and len(passes) == 1  # both new turns in one pass
+    assert [segment.tokens.shape[1] for segment in passes[0][0]] == [len(turn) + 1] * 2  # the answers' last token too
+    rest = run_batch(decoder, [])
+    for handle, prompt in enumerate(seconds):
+        assert admitted[handle] + rest[handle][0] == greedy(embedded, prompt, 16)
+
+
 def test_the_prompt_cache_stays_within_its_bytes_least_recently_used_first(embedded):
     first, second = list(range(100, 130)), list(range(200, 230))
     again = first[:20] + list(range(300, 310))  # starts like the first: a hit that refreshes it

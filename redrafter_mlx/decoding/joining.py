@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import mlx.core as mx
 
 from ..models.cache import KVCache
-from ..models.llm import LLM, Segment, prefill, prefill_together
+from ..models.llm import LLM, Segment, prefill, prefill_together, runs_together
 from .prompt_cache import PromptCache
 
 PREFILL_SHARE = 1.0  # of the rows' step time, what a step's prefill may take
@@ -42,6 +42,7 @@ MIN_CHUNK = 4  # prompt tokens a step prefills at least (so that a join always p
 FIRST_CHUNK = 64  # before any chunk was timed: a chat prompt joins in one step
 SMOOTHING = 0.3  # weight of the last step in the smoothed time a riding prompt token adds
 REFERENCE_STEPS = 9  # the rows' step time is the median of their last this many without prefill
+SHARED_REST = 256  # prompts restored from the prompt cache with at most this many tokens left share a pass
 PADDING = 0.25  # prompts prefilled together pad to the longest, adding at most this share of tokens
 
 
@@ -159,6 +160,7 @@ class Joins:
         completes (its `states` end with the last token's)."""
         if pacer is None:
             yield from self._together()
+            yield from self._resumed()
         budget = None if pacer is None else pacer.tokens()
         while self.waiting and (budget is None or budget > 0):
             join = self.waiting[0]
@@ -193,9 +195,7 @@ class Joins:
                 if start == join.cached:
                     pacer.begin(left, rows_tokens)
                 take = paced = min(left, room, pacer.tokens())
-            positions = mx.arange(start, start + take, dtype=mx.int32)[None]
-            tokens = mx.array(join.prompt[start : start + take], mx.uint32)[None]
-            chunks.append((join, Segment(tokens, join.cache, positions)))
+            chunks.append((join, next_segment(join, take)))
             room -= take
             if room <= 0 or paced:
                 break
@@ -223,6 +223,28 @@ class Joins:
                 join.cache, join.states = cache, [states]
                 self.waiting.remove(join)
                 yield join
+
+    def _resumed(self) -> Iterator[Join]:
+        """Prefill the rests (at most `SHARED_REST` tokens each) of the waiting prompts that the
+        prompt cache restored, in ONE pass where the model runs sequences together: several
+        conversations resumed at once (each its new turn) would each stream the weights."""
+        resumed = [j for j in self.waiting if 0 < j.cache.length and len(j.prompt) - j.cache.length <= SHARED_REST]
+        if len(resumed) < 2 or not runs_together(self.model):
+            return
+        segments = [next_segment(join, len(join.prompt) - join.cache.length) for join in resumed]
+        for join, states in zip(resumed, self.model.run_together(segments, self.taps)):
+            self.rode(join, states)
+        mx.eval([join.cache.state() for join in resumed], [join.states for join in resumed])
+        for join in resumed:
+            self.waiting.remove(join)
+            yield join
+
+
+def next_segment(join: Join, take: int) -> Segment:
+    """`join`'s next `take` prompt tokens, at their positions, over its cache."""
+    start = join.cache.length
+    positions = mx.arange(start, start + take, dtype=mx.int32)[None]
+    return Segment(mx.array(join.prompt[start : start + take], mx.uint32)[None], join.cache, positions)
 
 
 def similar_lengths(joins: list[Join]) -> list[list[Join]]:
