@@ -52,8 +52,8 @@ class BatchDecoder:
     `policy` (stateless drafters), each step's option is the policy's, and `shape` is kept
     only while a seeded request samples; no drafter: plain decoding. `draft_top_k`: the beam
     search's top-k (each request's sampler has its own). `prefill_budget`: prompt tokens
-    joins prefill per step while rows decode, at most (fewer where they would slow the
-    rows' step past `joining.PREFILL_SHARE`). `prompt_cache`: finished rows' keys/values,
+    joins prefill per step while rows decode, at most (a chat turn within it whole, a longer
+    prompt in chunks the `joining.Pacer` sizes). `prompt_cache`: finished rows' keys/values,
     reused by prompts that start with their tokens. `timed=False`: nothing follows this
     process's clock (no policy; joins prefill `prefill_budget`-token chunks), so that every
     rank of a distributed server makes the same choices."""
