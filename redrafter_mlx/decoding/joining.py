@@ -47,19 +47,20 @@ PADDING = 0.25  # prompts prefilled together pad to the longest, adding at most 
 
 
 class Pacer:
-    """Prompt tokens a step may prefill while rows decode, within [MIN_CHUNK, budget]. Riding
-    in the rows' pass, a chunk is `RIDING_SHARE` of their step over what a prompt token adds
-    to it (smoothed over steps, as one step's time is noisy; it grows late in a long prompt,
-    whose tokens attend to more keys); in a pass of its own, the last chunk's size scaled by
-    how far its time was from `PREFILL_SHARE` of the step (a pass has a fixed cost). A size
-    changes by at most 1.5x a step. Riding, the share grows
-    with the `crowd`, prompts waiting per running row: one row must not hold back the long
-    prompts of many requests that arrived with it. The rows' step is the median of their last
-    `REFERENCE_STEPS` steps without a chunk that verified as many tokens (else the nearest
-    such, scaled down by tokens where it verified more): a step that traced a compiled function or probed a wide tree
+    """Prompt tokens a step may prefill while rows decode, within [MIN_CHUNK, budget].
+
+    Riding in the rows' pass, a chunk is `RIDING_SHARE` of their step over what a prompt token
+    adds to it (smoothed over steps, as one step's time is noisy; it grows late in a long
+    prompt, whose tokens attend to more keys), and the share grows with the `crowd`, prompts
+    waiting per running row: one row must not hold back the long prompts of many requests
+    that arrived with it. In a pass of its own, a chunk is the last one scaled by how far its
+    time was from `PREFILL_SHARE` of the step (a pass has a fixed cost). A size changes by at
+    most 1.5x a step. The rows' step is the median of their last `REFERENCE_STEPS` steps
+    without a chunk that verified as many tokens (else the nearest such, scaled down by tokens
+    where it verified more): a step that traced a compiled function or probed a wide tree
     takes several times a normal one, and rows that leave during a long join make the step
-    cheaper; chunks sized against either stalled the rows. Untimed (`timed=False`: ranks of
-    a distributed server must cut prompts alike), every chunk is `budget` tokens."""
+    cheaper; chunks sized against either stalled the rows. Untimed (`timed=False`: ranks of a
+    distributed server must cut prompts alike), every chunk is `budget` tokens."""
 
     def __init__(self, budget: int, timed: bool = True):
         self.budget, self.timed = budget, timed
