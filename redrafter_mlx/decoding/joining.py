@@ -39,7 +39,7 @@ from .prompt_cache import PromptCache
 PREFILL_SHARE = 1.0  # of the rows' step time, what a step's prefill may take
 RIDING_SHARE = 0.35  # of the rows' step time, what a chunk riding in their pass may add to it
 MIN_CHUNK = 4  # prompt tokens a step prefills at least (so that a join always progresses), and their unit
-FIRST_CHUNK = 64  # before any chunk was timed: a chat prompt joins in one step
+FIRST_CHUNK = 64  # the chunk size before any was timed (in a pass of its own, a chat prompt joins in one step)
 SMOOTHING = 0.3  # weight of the last step in the smoothed time a riding prompt token adds
 REFERENCE_STEPS = 9  # the rows' step time is the median of their last this many without prefill
 SHARED_REST = 256  # prompts restored from the prompt cache with at most this many tokens left share a pass
@@ -86,7 +86,7 @@ class Pacer:
         a step. A prompt longer than the budget (it cannot join in one step) starts at its
         share of their tokens (a token costs the pass about the same whichever sequence it
         belongs to), not at the size the last join left, which would stall the rows for the
-        steps the size takes to shrink. Shorter prompts keep the size: they join in a step or two."""
+        steps the size takes to shrink. Shorter prompts ride whole (`Joins.next_chunks`)."""
         if self.timed and left > self.budget:
             self.size = min(self.size, max(MIN_CHUNK, RIDING_SHARE * self.crowd * rows_tokens))
 
