@@ -107,6 +107,12 @@ async def one_request(client: httpx.AsyncClient, url: str, model: str, prompt: s
     }
 
 
+def quantile(values: list[float], q: float) -> float:
+    """The q-quantile of `values`, the sample of rank floor(q x n) (0-based): the upper of
+    two middle samples for the median, the largest of 16 for p95."""
+    return sorted(values)[min(len(values) - 1, int(q * len(values)))]
+
+
 async def load(url: str, model: str, prompts: list[str], concurrency: int, max_tokens: int) -> dict:
     gate = asyncio.Semaphore(concurrency)
     async with httpx.AsyncClient(timeout=600) as client:
@@ -118,11 +124,8 @@ async def load(url: str, model: str, prompts: list[str], concurrency: int, max_t
         tic = time.perf_counter()
         results = await asyncio.gather(*(limited(p) for p in prompts))
         wall = time.perf_counter() - tic
-    latencies = sorted(r["latency"] for r in results)
-    ttfts = sorted(r["ttft"] for r in results)
-
-    def pick(xs: list[float], q: float) -> float:  # the q-quantile of sorted values
-        return xs[min(len(xs) - 1, int(q * len(xs)))]
+    latencies = [r["latency"] for r in results]
+    ttfts = [r["ttft"] for r in results]
 
     return {
         "concurrency": concurrency,
@@ -130,10 +133,10 @@ async def load(url: str, model: str, prompts: list[str], concurrency: int, max_t
         "wall_s": wall,
         "requests_per_s": len(prompts) / wall,
         "tokens_per_s": sum(r["tokens"] for r in results) / wall,
-        "latency_p50": pick(latencies, 0.5),
-        "latency_p95": pick(latencies, 0.95),
-        "ttft_p50": pick(ttfts, 0.5),
-        "ttft_p95": pick(ttfts, 0.95),
+        "latency_p50": quantile(latencies, 0.5),
+        "latency_p95": quantile(latencies, 0.95),
+        "ttft_p50": quantile(ttfts, 0.5),
+        "ttft_p95": quantile(ttfts, 0.95),
         "retries": sum(r["retries"] for r in results),
         "texts": [r["text"] for r in results],
     }

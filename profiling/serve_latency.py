@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from redrafter_mlx.cli.bench import eval_texts
-from redrafter_mlx.profiling.load_test import free_port, started
+from redrafter_mlx.profiling.load_test import free_port, quantile, started
 
 
 def long_text(tokens: int) -> str:
@@ -62,10 +62,6 @@ async def second_turn(url: str, history: str) -> tuple[float, str]:
     return two["times"][0] - two["sent"], two["text"]
 
 
-def p95(values: list[float]) -> float:
-    return sorted(values)[int(0.95 * (len(values) - 1))]
-
-
 async def join_gaps(url: str, joiner: str, running: int = 4) -> dict:
     """Chunk gaps of `running` answers before and while a long prompt joins."""
     async with httpx.AsyncClient(timeout=600) as client:
@@ -84,9 +80,9 @@ async def join_gaps(url: str, joiner: str, running: int = 4) -> dict:
     return {
         "join_ttft_s": first - arrived,
         "gap_before_p50_s": statistics.median(before),
-        "gap_before_p95_s": p95(before),
+        "gap_before_p95_s": quantile(before, 0.95),
         "gap_during_p50_s": statistics.median(during) if during else None,
-        "gap_during_p95_s": p95(during) if during else None,
+        "gap_during_p95_s": quantile(during, 0.95) if during else None,
         "gap_during_max_s": max(during) if during else None,
     }
 

@@ -198,6 +198,20 @@ def test_the_policy_drafts_nothing_where_trees_cost_more_than_they_gain():
     assert policy.best(1) == max(policy.options[1:], key=lambda o: o.beam_length / (40 + 3 * o.max_packed))
 
 
+def test_the_policy_times_a_step_only_inside_a_run_at_its_batch_size():
+    """The first step at a new (B, option) traces compiled functions for its shapes: slow once,
+    it would make the option look slow at that batch size for as long as it is not run again."""
+    policy = BatchPolicy(batch_options(SHAPE))
+    option = SHAPE
+    for seconds in (0.9, 0.1, 0.1):
+        policy.observe(option, 8, [1] * 8, seconds, option)
+    assert policy.measured(8, option) == pytest.approx(100)  # the run's first step is not timed
+    policy.observe(option, 7, [1] * 7, 0.9, option)  # a row left: new shapes
+    assert policy.measured(7, option) is None
+    policy.observe(option, 7, [1] * 7, 0.08, option)
+    assert policy.measured(7, option) == pytest.approx(80)
+
+
 @pytest.mark.parametrize("rows", [1, 8])
 def test_the_policy_probes_every_option_before_it_chooses(rows):
     policy = BatchPolicy(batch_options(SHAPE))

@@ -13,10 +13,11 @@ with both halves measured on this batch's own steps: tokens per row per step as 
 mean per option, and step time as the median of its last timings at (B, option) where that
 has been timed, else by a linear model, time = a + r x B + b x (B x P) + c x
 (B x S x L) (a: the pass's fixed cost, r: per row, b: per verified token, c: per drafted
-cell), refitted by least squares, every cost >= 0, on every (B, option) timed (a step is
-timed only inside a run of its option). Options not chosen are probed now and then, a few steps each, less often
-the more a probe would lose (`PROBE_BUDGET`), so both halves follow the text and the
-machine. The choice depends on tokens already decided and on timings, never on the draws
+cell), refitted by least squares, every cost >= 0, on every (B, option) timed. A step is
+timed only inside a run of its option at one batch size: the first step at new shapes
+traces compiled functions. Options not chosen are probed now and then, a few steps each,
+less often the more a probe would lose (`PROBE_BUDGET`), so both halves follow the text and
+the machine. The choice depends on tokens already decided and on timings, never on the draws
 acceptance makes: output stays exact (greedy identical, sampling exact per row).
 """
 
@@ -72,7 +73,7 @@ class BatchPolicy:
         self.untimed = list(self.options)  # run each once, in turn, before choosing
         self.since_probe = 0
         self.next_probe = 0
-        self.previous: Option | str = "none yet"
+        self.previous: tuple[int, Option] | None = None  # the last step's (B, option)
 
     def measured(self, rows: int, option: Option) -> float | None:
         """The median of the last step times at (B, option), or the least of one or two: a step
@@ -136,12 +137,13 @@ class BatchPolicy:
     ) -> None:
         """A step of `option` over `rows` rows accepted `accepted` drafts per row, and took
         `seconds` including the draft of `following` (the next step's option; None: it did
-        other work too, untimed); only a step inside a run of its option is timed."""
+        other work too, untimed); only a step inside a run of its option at its batch size is
+        timed (the first step at a new (B, option) traces compiled functions for its shapes)."""
         if option is not None and accepted:
             mean = 1 + sum(accepted) / len(accepted)
             self.tokens[option] = TOKEN_DECAY * self.tokens[option] + (1 - TOKEN_DECAY) * mean
-        steady = self.previous == option == following
-        self.previous = option
+        steady = self.previous == (rows, option) and following == option
+        self.previous = (rows, option)
         if not steady or seconds is None:
             return
         self.timed.setdefault((rows, option), deque(maxlen=SAMPLES)).append(1e3 * seconds)
