@@ -28,6 +28,10 @@ from .rope import PositionedRoPE
 
 # Blocks up to this long per row run compiled layers; longer ones (prefill) would retrace per length.
 COMPILED_MAX_TOKENS = 64
+# A short block's layers are handed to the device this many at a time (`mx.async_eval`), so
+# that building the next layers' graph overlaps their compute: 5 to 7% of a verify step on a
+# 2-core CPU (B = 1, 4 and 16), where the graph of 30 layers takes 5 ms to build.
+ASYNC_EVERY = 8
 
 
 class Attention(nn.Module):
@@ -205,6 +209,8 @@ class Model(nn.Module):
             if i in taps:
                 seen[i] = h
             h = layer(h, pos, mask, cache, i, compiled)
+            if compiled and i % ASYNC_EVERY == ASYNC_EVERY - 1:
+                mx.async_eval(h)  # these layers compute while the next ones' graph is built
         if self.stage is not None:
             h = self.stage.pass_on(h)
         h = self.model.norm(h)
