@@ -179,6 +179,21 @@ def test_at_most_one_host_read_per_step_for_the_whole_batch(embedded, references
     assert sum(reads.values()) <= steps, reads
 
 
+def test_joins_prefilled_together_are_admitted_with_one_host_read(embedded, references, monkeypatch):
+    """A burst of joins (a server's first requests) drafts its first trees together: one read
+    for every first token and tree size, not one a row."""
+    decoder = BatchDecoder(embedded.model, load_drafter_for(embedded, None), TreeShape(3, 4, 8))
+    for handle, (ids, *_) in enumerate(references[:4]):
+        decoder.add(handle, Request(ids, DecodingOptions(max_tokens=10)))
+    prefilled = list(decoder.joins.advance(None))
+    monkeypatch.setattr(decoder.joins, "advance", lambda pacer: iter(prefilled))
+    reads = count_host_reads(monkeypatch)
+    updates = decoder.admit()
+    assert sum(reads.values()) == 1, reads
+    assert {u.handle: u.tokens for u in updates} == {h: references[h][2][:1] for h in range(4)}
+    assert len(decoder.rows) == decoder.cache.rows == 4
+
+
 def test_stateful_drafters_keep_a_session_per_row_and_ignore_the_policy(embedded):
     eagle = random_eagle(49152, 576, 9, 3).for_target(embedded.model, "smollm2")
     decoder = BatchDecoder(embedded.model, eagle, TreeShape(3, 4, 8), policy=policy_for(TreeShape(3, 4, 8)))

@@ -259,11 +259,11 @@ def test_segments_run_together_give_what_each_gives_alone(embedded):
     prompts = [encode_prompt(embedded.tokenizer, p) for p in MORE_PROMPTS[:3]]
 
     def rows_and_join():
-        rows = BatchKVCache(len(model.layers))
+        rows, singles = BatchKVCache(len(model.layers)), []
         for ids in prompts[:2]:
-            single = KVCache(len(model.layers))
-            llm.prefill(model, mx.array(ids, mx.uint32), single)
-            rows.append(single)
+            singles.append(KVCache(len(model.layers)))
+            llm.prefill(model, mx.array(ids, mx.uint32), singles[-1])
+        rows.append(singles)
         join = KVCache(len(model.layers))
         llm.prefill(model, mx.array(prompts[2][:20], mx.uint32), join)
         return rows, join

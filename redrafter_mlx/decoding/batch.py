@@ -20,26 +20,24 @@ plain decoding, as trees of one token.
 
 from __future__ import annotations
 
-import random
 import time
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterable
 
 import mlx.core as mx
 
 from ..drafting import BatchDraftFn, TreeDrafter, TreeShape, make_batch_draft_fn, make_draft_fn
 from ..drafting.beam_search import DRAFT_TOP_K
-from ..drafting.lookup import TextBuffer
 from ..models.cache import BatchKVCache
 from ..models.llm import LLM, Segment, runs_together
 from ..sampling import sampler_scores
 from ..tuning.batch_policy import BatchPolicy, Option
 from ..tuning.plan import FALLBACK_SHAPE
 from ..verify.acceptance import accept
-from ..verify.tree_attention import TreeLayout, bucket, pack
+from ..verify.tree_attention import TreeLayout, bucket, pack, stack_trees
 from .joining import Join, Joins, Pacer
 from .logprobs import logprob_rows, read_logprobs
 from .prompt_cache import PromptCache
-from .rows import Request, Row, Update
+from .rows import Request, Row, Update, lookup_texts
 from .steps import GenerationStats, answer_part, context_room
 
 PREFILL_BUDGET = 256  # prompt tokens joins prefill per step while rows decode, at most
@@ -113,59 +111,72 @@ class BatchDecoder:
         self.requests[handle] = request
         self.joins.add(handle, request.prompt)
 
-    def _admit(self, join: Join) -> Update:
-        """A prefilled request's first token and first tree; its row joins the batch unless
-        its answer already ended (see the update's finish_reason)."""
-        request = self.requests.pop(join.handle)
-        options = request.options
-        max_tokens = min(options.max_tokens, context_room(self.model, len(request.prompt)))
-        seed = options.seed if options.seed is not None else random.getrandbits(63)
-        stats = GenerationStats(prompt_tokens=len(request.prompt), cached_tokens=join.cached)
-        room = max_tokens + 2 * self.deepest
-        text = TextBuffer(request.prompt, room) if self.lookup else TextBuffer([], 1)
-        row = Row(join.handle, request, max_tokens, text, mx.random.key(seed), 0, stats, list(request.prompt))
-        states = mx.concatenate(join.states) if len(join.states) > 1 else join.states[0]
-        hidden, feed = states[-1, : self.width], states[:, self.width :] if self.taps else states
-        sampler = row.sampler()
-        token = sampler(sampler_scores(sampler, self.model.logits(hidden))).astype(mx.int32).reshape(1)
-        if self.lookup:
-            text.stage(token)
-        length = mx.array([text.length + 1], mx.int32)
-        if self.stateful:
-            row.session = self.drafter.open(self.model, request.prompt, feed)
-            embedding, top_k = self.model.embedding, self.draft_top_k
-            row.phase = make_draft_fn(row.session, embedding, self.option, draft_top_k=top_k, lookup=self.lookup)
-            row.session.stage(token, feed[-1:], mx.array(1, mx.int32))
-            beams, layout = row.phase(feed[-1], token[0], text.tokens, length)
-            beams, layout = beams[None], TreeLayout.combine(lambda a: a[None], layout)
-        else:
-            beams, layout = self._draft(self.option)(feed[-1][None], token, text.tokens, length)
-        read = mx.concatenate([token, layout.count])
-        logprobs = None
-        if request.logprobs is not None:
-            logprobs = logprob_rows(sampler, self.model.logits(hidden)[None], token, request.logprobs)
-            mx.eval(read, logprobs)
-        first, row.count = read.tolist()
-        reported = read_logprobs(logprobs.tolist(), [first]) if logprobs is not None else None
-        stats.prompt_time = time.perf_counter() - join.arrived
-        row.started = time.perf_counter()
-        if first in self.eos_ids:
-            stats.finish_reason = "stop"
-            return Update(join.handle, [], stats, "stop")
-        stats.num_tokens = 1
-        if max_tokens == 1:
-            return Update(join.handle, [first], stats, "length", reported)
-        text.commit(1)
-        row.sequence.append(first)
-        self.cache.append(join.cache)
-        self.rows.append(row)
-        self.beams = beams if self.beams is None else mx.concatenate([self.beams, beams])
-        self.layout = (
-            layout
-            if self.layout is None
-            else TreeLayout.combine(lambda a, b: mx.concatenate([a, b]), self.layout, layout)
+    def _admit(self, joins: list[Join]) -> list[Update]:
+        """Prefilled requests' first tokens and first trees, drafted together with ONE host
+        read (a burst of joins costs one drafting, not one each); each row joins the batch
+        unless its answer already ended (see its update's finish_reason)."""
+        rows = []
+        for join in joins:
+            request = self.requests.pop(join.handle)
+            max_tokens = min(request.options.max_tokens, context_room(self.model, len(request.prompt)))
+            rows.append(Row.open(join, request, max_tokens, max_tokens + 2 * self.deepest if self.lookup else None))
+        states = [mx.concatenate(join.states) if len(join.states) > 1 else join.states[0] for join in joins]
+        feeds = [s[:, self.width :] if self.taps else s for s in states]
+        logits = self.model.logits(mx.stack([s[-1, : self.width] for s in states]))  # (n, V)
+        samplers = [row.sampler() for row in rows]
+        tokens = mx.concatenate(
+            [s(sampler_scores(s, logits[i])).astype(mx.int32).reshape(1) for i, s in enumerate(samplers)]
         )
-        return Update(join.handle, [first], stats, logprobs=reported)
+        for i, row in enumerate(rows if self.lookup else []):  # the lookup reads the first token too
+            row.text.stage(tokens[i : i + 1])
+        lengths = mx.array([row.text.length + 1 for row in rows], mx.int32)
+        if self.stateful:
+            trees = []
+            for i, (row, feed) in enumerate(zip(rows, feeds)):
+                row.session = self.drafter.open(self.model, row.request.prompt, feed)
+                embedding, top_k = self.model.embedding, self.draft_top_k
+                row.phase = make_draft_fn(row.session, embedding, self.option, draft_top_k=top_k, lookup=self.lookup)
+                row.session.stage(tokens[i : i + 1], feed[-1:], mx.array(1, mx.int32))
+                trees.append(row.phase(feed[-1], tokens[i], row.text.tokens, lengths[i : i + 1]))
+            beams, layout = stack_trees(trees)
+        else:
+            hidden = mx.stack([feed[-1] for feed in feeds])
+            beams, layout = self._draft(self.option)(
+                hidden, tokens, lookup_texts(rows, self.lookup and self.option is not None), lengths
+            )
+        read = mx.concatenate([tokens, layout.count])
+        logprobs = {
+            i: logprob_rows(samplers[i], logits[i][None], tokens[i : i + 1], row.request.logprobs)
+            for i, row in enumerate(rows)
+            if row.request.logprobs is not None
+        }
+        if logprobs:  # evaluated with the read: still one synchronisation
+            mx.eval(read, logprobs)
+        read = read.tolist()
+        updates, joined = [], []
+        for i, (row, join, first) in enumerate(zip(rows, joins, read)):
+            row.count = read[len(rows) + i]
+            reported = read_logprobs(logprobs[i].tolist(), [first]) if i in logprobs else None
+            row.stats.prompt_time = time.perf_counter() - join.arrived
+            row.started = time.perf_counter()
+            stop = first in self.eos_ids
+            finish = "stop" if stop else "length" if row.max_tokens == 1 else None
+            row.stats.num_tokens, row.stats.finish_reason = int(not stop), finish or row.stats.finish_reason
+            updates.append(Update(join.handle, [] if stop else [first], row.stats, finish, None if stop else reported))
+            if finish is None:
+                row.text.commit(1)
+                row.sequence.append(first)
+                self.rows.append(row)
+                joined.append(i)
+        if joined:
+            self.cache.append([joins[i].cache for i in joined])
+            index = mx.array(joined, mx.int32)
+            beams, layout = beams[index], TreeLayout.combine(lambda a: a[index], layout)
+            if self.beams is not None:
+                beams = mx.concatenate([self.beams, beams])
+                layout = TreeLayout.combine(lambda a, b: mx.concatenate([a, b]), self.layout, layout)
+            self.beams, self.layout = beams, layout
+        return updates
 
     def remove(self, handle: Hashable) -> Update | None:
         """Drop a request now (its client left); its update says "cancelled". None: no such
@@ -203,16 +214,15 @@ class BatchDecoder:
         """`admit` then `verify`: every update of one step."""
         return [*self.admit(), *self.verify()]
 
-    def admit(self) -> Iterator[Update]:
+    def admit(self) -> list[Update]:
         """Prefill joining prompts (within the budget while rows decode; all of them when none
-        does) and admit each as it completes, yielding its first update at once."""
-        if not self.rows:  # no trees pending: joins draft the next step's option
-            self.option = self._next_option(1)
-            joined = self.joins.advance(None)
+        does) and admit those that completed: their first updates."""
+        if not self.rows:  # no trees pending: the joins draft the option of the batch they form
+            self.option = self._next_option(len(self.joins))
+            joined = list(self.joins.advance(None))
         else:
-            joined = self.joins.prefilled() if self.riding else self.joins.advance(self.pacer)
-        for join in joined:
-            yield self._admit(join)
+            joined = list(self.joins.prefilled() if self.riding else self.joins.advance(self.pacer))
+        return self._admit(joined) if joined else []
 
     def verify(self) -> list[Update]:
         """Verify every row's tree in one forward pass: an update per row (rows whose answer
@@ -254,7 +264,9 @@ class BatchDecoder:
             self.beams, self.layout = self._draft_rows(results, feed, hidden, next_tokens, lengths)
         else:
             draft = self._draft(self.option)
-            self.beams, self.layout = draft(hidden, next_tokens, self._texts(self.option), lengths)
+            self.beams, self.layout = draft(
+                hidden, next_tokens, lookup_texts(self.rows, self.lookup and self.option is not None), lengths
+            )
         length = beams.shape[-1]
         read = mx.concatenate(
             [
@@ -326,8 +338,7 @@ class BatchDecoder:
         for b, (row, r) in enumerate(zip(self.rows, results)):
             row.session.stage(r.emitted, feed[b][r.path], r.accepted + 1)
             trees.append(row.phase(hidden[b], tokens[b], row.text.tokens, lengths[b : b + 1]))
-        beams = mx.stack([beams for beams, _ in trees])
-        return beams, TreeLayout.combine(lambda *fields: mx.stack(fields), *(layout for _, layout in trees))
+        return stack_trees(trees)
 
     def _next_option(self, rows: int) -> Option:
         """The policy's choice for `rows` rows, or the fixed shape while a request with a seed
@@ -337,14 +348,3 @@ class BatchDecoder:
         if self.policy is None or any(r.options.temp > 0 and r.options.seed is not None for r in seeded):
             return self.fixed
         return self.policy.choose(rows)
-
-    def _texts(self, option: Option) -> mx.array:
-        """(B, N) every row's lookup buffer, padded to a power of two N so that the compiled
-        draft phase, traced once per input shape, is not traced again whenever rows come and
-        go; (B, 1) zeros for a plain step or without the lookup."""
-        if option is None or not self.lookup:
-            return mx.zeros((len(self.rows), 1), mx.int32)
-        width = 1 << (max(row.text.tokens.shape[1] for row in self.rows) - 1).bit_length()
-        return mx.concatenate(
-            [mx.pad(row.text.tokens, [(0, 0), (0, width - row.text.tokens.shape[1])]) for row in self.rows]
-        )

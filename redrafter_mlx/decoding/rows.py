@@ -3,6 +3,7 @@ the `Row` that decodes it in the batch."""
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ import mlx.core as mx
 from ..drafting import DraftFn, TreeDrafter
 from ..drafting.lookup import TextBuffer
 from ..options import DecodingOptions
+from .joining import Join
 from .logprobs import TokenLogprob
 from .steps import GenerationStats
 
@@ -58,7 +60,26 @@ class Row:
     phase: DraftFn | None = None  # its draft phase
     started: float = field(default_factory=time.perf_counter)
 
+    @classmethod
+    def open(cls, join: Join, request: Request, max_tokens: int, text_room: int | None) -> Row:
+        """The row of a prefilled request, before its first token. `text_room`: tokens its
+        lookup buffer holds after the prompt (None: no lookup)."""
+        seed = request.options.seed if request.options.seed is not None else random.getrandbits(63)
+        stats = GenerationStats(prompt_tokens=len(request.prompt), cached_tokens=join.cached)
+        text = TextBuffer(request.prompt, text_room) if text_room is not None else TextBuffer([], 1)
+        return cls(join.handle, request, max_tokens, text, mx.random.key(seed), 0, stats, list(request.prompt))
+
     def sampler(self):
         """This step's sampler; the row's key advances (lazily) on every draw."""
         self.key, key = mx.random.split(self.key)
         return self.request.options.sampler(key)
+
+
+def lookup_texts(rows: list[Row], looked_up: bool) -> mx.array:
+    """(B, N) every row's lookup buffer, padded to a power of two N so that the compiled draft
+    phase, traced once per input shape, is not traced again whenever rows come and go; (B, 1)
+    zeros when the trees look nothing up (a plain step, or no lookup)."""
+    if not looked_up:
+        return mx.zeros((len(rows), 1), mx.int32)
+    width = 1 << (max(row.text.tokens.shape[1] for row in rows) - 1).bit_length()
+    return mx.concatenate([mx.pad(row.text.tokens, [(0, 0), (0, width - row.text.tokens.shape[1])]) for row in rows])

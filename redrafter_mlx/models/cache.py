@@ -192,18 +192,19 @@ class BatchKVCache:
         """Keep the first counts[b] tokens of row b's pending block."""
         self._set_lengths([n + c for n, c in zip(self.lengths, counts)])
 
-    def append(self, cache: KVCache) -> None:
-        """Add a row holding `cache`'s committed tokens (a prefilled single sequence)."""
-        if cache.keys[0] is None or cache.keys[0].shape[0] != 1:
-            raise ValueError("append takes a prefilled cache of one sequence")
-        capacity = max(self.capacity, cache.capacity)
+    def append(self, caches: list[KVCache]) -> None:
+        """Add rows holding these caches' committed tokens (prefilled single sequences), in
+        one copy of the batch: joining one at a time would copy it once a row."""
+        if any(cache.keys[0] is None or cache.keys[0].shape[0] != 1 for cache in caches):
+            raise ValueError("append takes prefilled caches of one sequence")
+        capacity = max(self.capacity, *(cache.capacity for cache in caches))
         if self.rows:
             self._resize(capacity)
-        for store, source in ((self.keys, cache.keys), (self.values, cache.values)):
-            for layer, a in enumerate(source):
-                row = _padded(a, capacity)
-                store[layer] = mx.concatenate([store[layer], row]) if self.rows else row
-        self._set_lengths(self.lengths + [cache.length])
+        for store, sources in ((self.keys, [c.keys for c in caches]), (self.values, [c.values for c in caches])):
+            for layer in range(len(store)):
+                rows = [_padded(source[layer], capacity) for source in sources]
+                store[layer] = mx.concatenate([store[layer], *rows] if self.rows else rows)
+        self._set_lengths(self.lengths + [cache.length for cache in caches])
 
     @classmethod
     def empty_rows(cls, num_layers: int, rows: int) -> BatchKVCache:

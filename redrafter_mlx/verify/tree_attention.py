@@ -44,6 +44,13 @@ class TreeLayout:
         return TreeLayout(*(fn(*(getattr(t, f.name) for t in layouts)) for f in fields(TreeLayout)))
 
 
+def stack_trees(trees: list[tuple[mx.array, TreeLayout]]) -> tuple[mx.array, TreeLayout]:
+    """Rows' trees (each its (W, L) beams and layout) as one batch's: (B, W, L) beams and a
+    layout with a leading B axis."""
+    beams = mx.stack([beams for beams, _ in trees])
+    return beams, TreeLayout.combine(lambda *fields: mx.stack(fields), *(layout for _, layout in trees))
+
+
 def tree_layout(beams: mx.array, copied: mx.array | None = None) -> TreeLayout:
     """Number the unique prefixes in beam-major order. Tokens < 0 (outside a node budget,
     `beam_search.keep_likeliest`) are not numbered: their unpack index is 0, the root's.
