@@ -100,16 +100,14 @@ def test_the_pacer_sizes_chunks_by_what_they_add_to_the_rows_step():
     assert abs(crowded.tokens() - 4 * target) <= MIN_CHUNK
 
 
-def test_a_long_join_starts_at_its_share_of_the_rows_tokens_and_a_short_one_keeps_the_size():
+def test_a_long_join_starts_at_its_share_of_the_rows_tokens():
     pacer = Pacer(256)
     pacer.stepped(0.10, rows_tokens=40, carried=0, paced=0)
     assert pacer.tokens() == 64  # no join has been sized yet
-    pacer.begin(left=200, rows_tokens=40)  # within the budget: it rides whole anyway
-    assert pacer.tokens() == 64
-    pacer.begin(left=2000, rows_tokens=40)
+    pacer.begin(rows_tokens=40)
     assert pacer.tokens() == int(RIDING_SHARE * 40) // MIN_CHUNK * MIN_CHUNK
     untimed = Pacer(32, timed=False)
-    untimed.begin(left=2000, rows_tokens=40)
+    untimed.begin(rows_tokens=40)
     assert untimed.tokens() == 32  # ranks of a distributed server cut prompts alike
 
 

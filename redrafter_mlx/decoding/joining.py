@@ -81,13 +81,13 @@ class Pacer:
         nearest = min(self.steps, key=lambda known: abs(known - tokens))
         return statistics.median(self.steps[nearest]) * min(1.0, tokens / nearest)
 
-    def begin(self, left: int, rows_tokens: int) -> None:
-        """A join with `left` prompt tokens starts riding beside rows that verify `rows_tokens`
-        a step. A prompt longer than the budget (it cannot join in one step) starts at its
-        share of their tokens (a token costs the pass about the same whichever sequence it
-        belongs to), not at the size the last join left, which would stall the rows for the
-        steps the size takes to shrink. Shorter prompts ride whole (`Joins.next_chunks`)."""
-        if self.timed and left > self.budget:
+    def begin(self, rows_tokens: int) -> None:
+        """A prompt longer than the budget (`Joins.next_chunks` lets shorter ones ride whole)
+        starts riding beside rows that verify `rows_tokens` a step: at its share of their
+        tokens (a token costs the pass about the same whichever sequence it belongs to), not at
+        the size the last join left, which would stall the rows for the steps the size takes
+        to shrink."""
+        if self.timed:
             self.size = min(self.size, max(MIN_CHUNK, RIDING_SHARE * self.crowd * rows_tokens))
 
     def tokens(self) -> int:
@@ -194,7 +194,7 @@ class Joins:
                 take = min(left, room)
             else:
                 if start == join.cached:
-                    pacer.begin(left, rows_tokens)
+                    pacer.begin(rows_tokens)
                 take = paced = min(left, room, pacer.tokens())
             chunks.append((join, next_segment(join, take)))
             room -= take
