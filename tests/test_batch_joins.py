@@ -210,6 +210,17 @@ def test_the_policy_times_a_step_only_inside_a_run_at_its_batch_size():
     assert policy.measured(7, option) == pytest.approx(80)
 
 
+def test_a_probe_ends_when_the_batch_size_changes():
+    """A probe runs an option a few steps at one batch size. Begun with one row (where a wide
+    tree is cheap), it must not run on into a burst of 16 joins: there its steps would be
+    dear, and timed at no batch size."""
+    policy = BatchPolicy(batch_options(SHAPE))
+    first = policy.choose(1)
+    assert policy.choose(1) == first  # the probe's run
+    assert policy.choose(16) == policy.options[1]  # rows joined: the next option's probe begins
+    assert policy.choose(16) == policy.options[1]
+
+
 @pytest.mark.parametrize("rows", [1, 8])
 def test_the_policy_probes_every_option_before_it_chooses(rows):
     policy = BatchPolicy(batch_options(SHAPE))

@@ -15,10 +15,11 @@ has been timed, else by a linear model, time = a + r x B + b x (B x P) + c x
 (B x S x L) (a: the pass's fixed cost, r: per row, b: per verified token, c: per drafted
 cell), refitted by least squares, every cost >= 0, on every (B, option) timed. A step is
 timed only inside a run of its option at one batch size: the first step at new shapes
-traces compiled functions. Options not chosen are probed now and then, a few steps each,
-less often the more a probe would lose (`PROBE_BUDGET`), so both halves follow the text and
-the machine. The choice depends on tokens already decided and on timings, never on the draws
-acceptance makes: output stays exact (greedy identical, sampling exact per row).
+traces compiled functions. Options not chosen are probed now and then, a few steps each at
+one batch size (a probe ends when rows join or leave), less often the more a probe would
+lose (`PROBE_BUDGET`), so both halves follow the text and the machine. The choice depends on
+tokens already decided and on timings, never on the draws acceptance makes: output stays
+exact (greedy identical, sampling exact per row).
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ class BatchPolicy:
         self.tokens = {o: 1.0 if o is None else 1 + geometric_drafts(prior_rate, o.beam_length) for o in self.options}
         self.coefficients: np.ndarray | None = None
         self.timed: dict[tuple[int, Option], deque[float]] = {}  # (B, option) -> its last step times (ms)
-        self.queued: list[Option] = []
+        self.queued: list[Option] = []  # the rest of a probe's run, at `probe_rows` rows
+        self.probe_rows = 0
         self.untimed = list(self.options)  # run each once, in turn, before choosing
         self.since_probe = 0
         self.next_probe = 0
@@ -105,11 +107,12 @@ class BatchPolicy:
 
     def choose(self, rows: int) -> Option:
         """The option of the next step of a batch of `rows`."""
-        if self.queued:
+        if self.queued and self.probe_rows == rows:
             return self.queued.pop()
+        self.queued = []  # a probe measures one batch size: rows came or went, its rest would time nothing
         if self.untimed or self.coefficients is None:
             option = self.untimed.pop(0) if self.untimed else self.options[0]
-            return self._probe(option)
+            return self._probe(option, rows)
         best = self.best(rows)
         others = [o for o in self.options if o != best]
         self.since_probe += 1
@@ -117,7 +120,7 @@ class BatchPolicy:
             candidate = others[self.next_probe % len(others)]
             if self.since_probe >= self.probe_interval(rows, best, candidate):
                 self.since_probe, self.next_probe = 0, self.next_probe + 1
-                return self._probe(candidate)
+                return self._probe(candidate, rows)
         return best
 
     def probe_interval(self, rows: int, best: Option, probe: Option) -> int:
@@ -128,8 +131,8 @@ class BatchPolicy:
         steps = math.ceil(loss / (PROBE_BUDGET * best_ms)) if loss > 0 else 0
         return min(max(PROBE_EVERY, steps), MAX_PROBE_INTERVAL)
 
-    def _probe(self, option: Option) -> Option:
-        self.queued = [option] * (PROBE_STEPS - 1)
+    def _probe(self, option: Option, rows: int) -> Option:
+        self.queued, self.probe_rows = [option] * (PROBE_STEPS - 1), rows
         return option
 
     def observe(
