@@ -131,10 +131,9 @@ class BatchDecoder:
             row.text.stage(tokens[i : i + 1])
         lengths = mx.array([row.text.length + 1 for row in rows], mx.int32)
         if self.stateful:
-            trees = []
+            trees, embedding, top_k = [], self.model.embedding, self.draft_top_k
             for i, (row, feed) in enumerate(zip(rows, feeds)):
                 row.session = self.drafter.open(self.model, row.request.prompt, feed)
-                embedding, top_k = self.model.embedding, self.draft_top_k
                 row.phase = make_draft_fn(row.session, embedding, self.option, draft_top_k=top_k, lookup=self.lookup)
                 row.session.stage(tokens[i : i + 1], feed[-1:], mx.array(1, mx.int32))
                 trees.append(row.phase(feed[-1], tokens[i], row.text.tokens, lengths[i : i + 1]))
