@@ -16,7 +16,6 @@ from redrafter_mlx.models import llm
 from redrafter_mlx.models.cache import BatchKVCache, KVCache
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.prompting import encode_prompt
-from redrafter_mlx.tuning.batch_policy import BatchPolicy, batch_options
 
 from .helpers import MORE_PROMPTS, collect, run_batch
 
@@ -181,51 +180,6 @@ def test_the_prompt_cache_stays_within_its_bytes_least_recently_used_first(embed
         assert cache.bytes <= cache.max_bytes
     assert cache.hits == 1
     assert [key[:30] for key in cache.entries] == [tuple(first), tuple(again)]  # the second, least recently used, went
-
-
-def test_the_policy_drafts_nothing_where_trees_cost_more_than_they_gain():
-    policy = BatchPolicy(batch_options(SHAPE))
-    assert policy.options[0] is None and SHAPE in policy.options
-    for rows, option in [(8, o) for o in policy.options for _ in range(4)]:  # a pass costs 3 ms per token
-        packed = 1 if option is None else option.max_packed
-        policy.observe(option, rows, [0] * rows, (40 + 3 * rows * packed) / 1e3, option)
-    assert policy.best(8) is None  # nothing accepted: every tree loses
-    for option in policy.options[1:]:
-        for _ in range(40):  # every draft accepted
-            policy.observe(option, 1, [option.beam_length - 1], 0.1, None)
-    assert policy.best(1) == max(policy.options[1:], key=lambda o: o.beam_length / (40 + 3 * o.max_packed))
-
-
-def test_the_policy_times_a_step_only_inside_a_run_at_its_batch_size():
-    """The first step at a new (B, option) traces compiled functions for its shapes: slow once,
-    it would make the option look slow at that batch size for as long as it is not run again."""
-    policy = BatchPolicy(batch_options(SHAPE))
-    option = SHAPE
-    for seconds in (0.9, 0.1, 0.1):
-        policy.observe(option, 8, [1] * 8, seconds, option)
-    assert policy.measured(8, option) == pytest.approx(100)  # the run's first step is not timed
-    policy.observe(option, 7, [1] * 7, 0.9, option)  # a row left: new shapes
-    assert policy.measured(7, option) is None
-    policy.observe(option, 7, [1] * 7, 0.08, option)
-    assert policy.measured(7, option) == pytest.approx(80)
-
-
-def test_a_probe_ends_when_the_batch_size_changes():
-    """A probe runs an option a few steps at one batch size. Begun with one row (where a wide
-    tree is cheap), it must not run on into a burst of 16 joins: there its steps would be
-    dear, and timed at no batch size."""
-    policy = BatchPolicy(batch_options(SHAPE))
-    first = policy.choose(1)
-    assert policy.choose(1) == first  # the probe's run
-    assert policy.choose(16) == policy.options[1]  # rows joined: the next option's probe begins
-    assert policy.choose(16) == policy.options[1]
-
-
-@pytest.mark.parametrize("rows", [1, 8])
-def test_the_policy_probes_every_option_before_it_chooses(rows):
-    policy = BatchPolicy(batch_options(SHAPE))
-    runs = [policy.choose(rows) for _ in range(3 * len(policy.options))]
-    assert runs == [o for o in policy.options for _ in range(3)]
 
 
 def test_prompts_prefilled_together_hold_what_each_prefilled_alone_holds(embedded, monkeypatch):

@@ -9,13 +9,15 @@ plan's tree, narrow chains of each length) by
 
     B x tokens per row per step  /  step time at (B, option)
 
-with both halves measured on this batch's own steps: tokens per row per step as a decayed
-mean per option, and step time as the median of its last timings at (B, option) where that
-has been timed, else by a linear model, time = a + r x B + b x (B x P) + c x
-(B x S x L) (a: the pass's fixed cost, r: per row, b: per verified token, c: per drafted
-cell), refitted by least squares, every cost >= 0, on every (B, option) timed. A step is
-timed only inside a run of its option at one batch size: the first step at new shapes
-traces compiled functions. Options not chosen are probed now and then, a few steps each at
+with both halves measured on this batch's own steps. Tokens per row per step come from each
+family of trees' acceptance by depth (`DepthRates`; a family: one width, search and node
+budget, at every length), so a short chain run for a while says what the long ones of its
+family accept now, not what they accepted when last run. Step time is the median of the last
+timings at (B, option) where that has been timed, else a linear model's, time = a + r x B +
+b x (B x P) + c x (B x S x L) (a: the pass's fixed cost, r: per row, b: per verified token,
+c: per drafted cell), refitted by least squares, every cost >= 0, on every (B, option)
+timed. A step is timed only inside a run of its option at one batch size: the first step at
+new shapes traces compiled functions. Options not chosen are probed now and then, a few steps each at
 one batch size (a probe ends when rows join or leave), less often the more a probe would
 lose (`PROBE_BUDGET`), so both halves follow the text and the machine. The choice depends on
 tokens already decided and on timings, never on the draws acceptance makes: output stays
@@ -31,13 +33,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..drafting import TreeShape
-from .controller import UNCALIBRATED_RATE, Option, geometric_drafts
+from .controller import UNCALIBRATED_RATE, Option
 
 PROBE_EVERY = 32  # steps of the best option between probes of another, at least
 MAX_PROBE_INTERVAL = 256
 PROBE_BUDGET = 0.03  # the share of decoding time probes may lose against the best option
 PROBE_STEPS = 3  # a probe runs this many steps: the middle one is timed inside a run
-TOKEN_DECAY = 0.9  # per step, for the tokens-per-row means
+RATE_DECAY = 0.97  # per row judged, for the acceptance counts: about the last 32 rows' drafts
+PRIOR_DRAFTS = 4.0  # a depth's rate leans on the shallower depth's with the weight of this many drafts
 SAMPLES = 5  # step times kept per (B, option)
 
 
@@ -62,12 +65,52 @@ def batch_options(shape: TreeShape, lengths: Sequence[int] = ()) -> list[Option]
     return [None, *sorted(trees | chains, key=lambda s: (s.beam_width, s.beam_length))]
 
 
+def family(option: TreeShape) -> tuple[int, int, int | None]:
+    """What the trees of one family share: all but their length."""
+    return option.beam_width, option.search_width, option.node_budget
+
+
+class DepthRates:
+    """A family's acceptance at each depth d: of the rows whose drafts were accepted down to
+    d - 1, the share that accepted one at d too (counts forgetting old rows by `RATE_DECAY`).
+    A step's expected drafts are the sum over d of the product of the rates down to d, which
+    holds whatever their shape. Each depth's rate is drawn towards the shallower one's with
+    the weight of `PRIOR_DRAFTS` (the first's towards `prior`): depths the family has not
+    reached for a while (only its short trees ran) follow the fresh shallow rate, geometrically."""
+
+    def __init__(self, prior: float, depths: int):
+        self.prior = prior
+        self.judged = np.zeros(depths)  # rows whose drafts were judged at depth d + 1
+        self.accepted = np.zeros(depths)  # ... and accepted there
+
+    def observe(self, accepted: Sequence[int], length: int) -> None:
+        """A step of this family's trees of `length` accepted `accepted` drafts per row."""
+        drafts = np.asarray(accepted)[:, None]
+        depth = np.arange(len(self.judged))[None, :]
+        forget = RATE_DECAY ** len(accepted)
+        self.judged = forget * self.judged + ((drafts >= depth) & (depth < length - 1)).sum(axis=0)
+        self.accepted = forget * self.accepted + (drafts > depth).sum(axis=0)
+
+    def drafts(self, length: int) -> float:
+        """Expected accepted drafts per row of a tree of `length`."""
+        total, reach, rate = 0.0, 1.0, self.prior
+        for judged, accepted in zip(self.judged[: length - 1], self.accepted):
+            rate = (accepted + PRIOR_DRAFTS * rate) / (judged + PRIOR_DRAFTS)
+            reach *= rate
+            total += reach
+        return total
+
+
 class BatchPolicy:
     """Chooses each step's option for a batch of B rows; `observe` every step's outcome."""
 
     def __init__(self, options: Sequence[Option], prior_rate: float = UNCALIBRATED_RATE):
         self.options = list(options)
-        self.tokens = {o: 1.0 if o is None else 1 + geometric_drafts(prior_rate, o.beam_length) for o in self.options}
+        trees = [o for o in self.options if o is not None]
+        self.rates = {
+            family(o): DepthRates(prior_rate, max(t.beam_length - 1 for t in trees if family(t) == family(o)))
+            for o in trees
+        }
         self.coefficients: np.ndarray | None = None
         self.timed: dict[tuple[int, Option], deque[float]] = {}  # (B, option) -> its last step times (ms)
         self.queued: list[Option] = []  # the rest of a probe's run, at `probe_rows` rows
@@ -98,9 +141,13 @@ class BatchPolicy:
             return None
         return self.ms(rows, option)
 
+    def tokens(self, option: Option) -> float:
+        """Expected tokens per row of a step of `option` (the guaranteed one and its drafts)."""
+        return 1.0 if option is None else 1 + self.rates[family(option)].drafts(option.beam_length)
+
     def speed(self, rows: int, option: Option) -> float:
         """Expected tokens per millisecond of the whole batch."""
-        return rows * self.tokens[option] / self.ms(rows, option)
+        return rows * self.tokens(option) / self.ms(rows, option)
 
     def best(self, rows: int) -> Option:
         return max(self.options, key=lambda o: self.speed(rows, o))
@@ -127,7 +174,7 @@ class BatchPolicy:
         """Steps of `best` before a probe of `probe`: at least `PROBE_EVERY`, and enough that
         the probe's loss against `best` is at most `PROBE_BUDGET` of the time."""
         best_ms = self.ms(rows, best)
-        loss = PROBE_STEPS * (self.ms(rows, probe) - self.tokens[probe] * best_ms / self.tokens[best])
+        loss = PROBE_STEPS * (self.ms(rows, probe) - self.tokens(probe) * best_ms / self.tokens(best))
         steps = math.ceil(loss / (PROBE_BUDGET * best_ms)) if loss > 0 else 0
         return min(max(PROBE_EVERY, steps), MAX_PROBE_INTERVAL)
 
@@ -143,8 +190,7 @@ class BatchPolicy:
         other work too, untimed); only a step inside a run of its option at its batch size is
         timed (the first step at a new (B, option) traces compiled functions for its shapes)."""
         if option is not None and accepted:
-            mean = 1 + sum(accepted) / len(accepted)
-            self.tokens[option] = TOKEN_DECAY * self.tokens[option] + (1 - TOKEN_DECAY) * mean
+            self.rates[family(option)].observe(accepted, option.beam_length)
         steady = self.previous == (rows, option) and following == option
         self.previous = (rows, option)
         if not steady or seconds is None:
