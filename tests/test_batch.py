@@ -194,6 +194,53 @@ def test_joins_prefilled_together_are_admitted_with_one_host_read(embedded, refe
     assert len(decoder.rows) == decoder.cache.rows == 4
 
 
+class TreesPayBelow(BatchPolicy):
+    """The widest tree every step, paying only in batches of fewer than `rows` rows."""
+
+    def __init__(self, shape: TreeShape, rows: int):
+        super().__init__(batch_options(shape))
+        self.rows = rows
+
+    def choose(self, rows: int):
+        return self.options[-1]
+
+    def drafting_pays(self, rows: int, option) -> bool:
+        return option is None or rows < self.rows
+
+
+def test_a_burst_of_joins_turns_trees_drafted_for_fewer_rows_into_a_plain_step(embedded, references):
+    """A request alone drafts the tree that pays for one row; when a burst joins it, that tree
+    at the batch's new size would cost several plain steps: the step is plain instead, and
+    every row still decodes its greedy answer."""
+    eos = embedded.tokenizer.eos_token_ids
+    shape = TreeShape(3, 4, 8)
+    decoder = BatchDecoder(
+        embedded.model, load_drafter_for(embedded, None), shape, eos_ids=eos, policy=TreesPayBelow(shape, 4)
+    )
+    requests = [Request(ids, DecodingOptions(max_tokens=n)) for ids, n, _, _ in references]
+    tokens: dict[int, list[int]] = {}
+    reasons: dict[int, str] = {}
+    decoder.add(0, requests[0])
+    steps, cut = 0, 0
+    while decoder.busy or steps < 2:
+        if steps == 2:
+            for handle, request in enumerate(requests[1:], 1):
+                decoder.add(handle, request)
+        before = len(decoder.rows)
+        updates = decoder.admit()
+        if before and len(decoder.rows) > before:
+            plain = decoder.option is None and all(row.count == 1 for row in decoder.rows)
+            assert plain == (len(decoder.rows) >= 4)
+            cut += plain
+        for update in [*updates, *decoder.verify()]:
+            tokens.setdefault(update.handle, []).extend(update.tokens)
+            reasons[update.handle] = update.finish_reason or reasons.get(update.handle)
+        steps += 1
+    assert cut
+    for handle, (_, _, expected, reason) in enumerate(references):
+        assert (tokens[handle], reasons[handle]) == (expected, reason), handle
+
+
 def test_stateful_drafters_keep_a_session_per_row_and_ignore_the_policy(embedded):
     eagle = random_eagle(49152, 576, 9, 3).for_target(embedded.model, "smollm2")
     decoder = BatchDecoder(embedded.model, eagle, TreeShape(3, 4, 8), policy=policy_for(TreeShape(3, 4, 8)))

@@ -82,3 +82,15 @@ def test_a_short_chain_tells_what_the_long_ones_of_its_family_accept_now():
         policy.observe(short, 4, [0] * 4, None, short)
     assert policy.tokens(long) < 1.2
     assert policy.tokens(SHAPE) > 3.5
+
+
+def test_drafting_pays_where_its_tokens_outrun_its_cost_at_the_batch_size():
+    policy = BatchPolicy(batch_options(SHAPE))
+    assert policy.drafting_pays(16, SHAPE)  # nothing timed yet: the trees stand
+    for rows, option in [(rows, o) for rows in (1, 8) for o in policy.options for _ in range(4)]:
+        packed = 1 if option is None else option.max_packed  # a pass costs 40 ms and 3 ms per token
+        accepted = [0 if option is None else option.beam_length - 1] * rows  # every draft accepted
+        policy.observe(option, rows, accepted, (40 + 3 * rows * packed) / 1e3, option)
+    # One row: SHAPE's 4 tokens in 40 + 30 ms against 1 in 43; 16 rows: 64 in 520 against 16 in 88.
+    assert policy.drafting_pays(1, SHAPE) and not policy.drafting_pays(16, SHAPE)
+    assert policy.drafting_pays(16, None)

@@ -25,7 +25,7 @@ from collections.abc import Hashable, Iterable
 
 import mlx.core as mx
 
-from ..drafting import BatchDraftFn, TreeDrafter, TreeShape, make_batch_draft_fn, make_draft_fn
+from ..drafting import BatchDraftFn, TreeDrafter, TreeShape, make_batch_draft_fn, make_draft_fn, plain_trees
 from ..drafting.beam_search import DRAFT_TOP_K
 from ..models.cache import BatchKVCache
 from ..models.llm import LLM, Segment, runs_together
@@ -38,7 +38,7 @@ from .joining import Join, Joins, Pacer
 from .logprobs import logprob_rows, read_logprobs
 from .prompt_cache import PromptCache
 from .rows import Request, Row, Update, lookup_texts
-from .steps import GenerationStats, answer_part, context_room
+from .steps import GenerationStats, context_room
 
 PREFILL_BUDGET = 256  # prompt tokens joins prefill per step while rows decode, at most
 
@@ -215,13 +215,25 @@ class BatchDecoder:
 
     def admit(self) -> list[Update]:
         """Prefill joining prompts (within the budget while rows decode; all of them when none
-        does) and admit those that completed: their first updates."""
-        if not self.rows:  # no trees pending: the joins draft the option of the batch they form
+        does) and admit those that completed: their first updates. They draft the option of the
+        batch they form: with no rows, the policy's for its size; else the rows' own, unless at
+        the new size it loses to a plain step (one row's wide tree, then a burst of joins)."""
+        if not self.rows:
             self.option = self._next_option(len(self.joins))
             joined = list(self.joins.advance(None))
         else:
             joined = list(self.joins.prefilled() if self.riding else self.joins.advance(self.pacer))
+            rows = len(self.rows) + len(joined)
+            if joined and self._follows_policy() and not self.policy.drafting_pays(rows, self.option):
+                self._cut_trees()
         return self._admit(joined) if joined else []
+
+    def _cut_trees(self) -> None:
+        """The rows' drafted trees cut to their roots: the next step is a plain one."""
+        self.beams, self.layout = plain_trees(self.beams[:, 0, 0])
+        self.option = None
+        for row in self.rows:
+            row.count = 1
 
     def verify(self) -> list[Update]:
         """Verify every row's tree in one forward pass: an update per row (rows whose answer
@@ -301,30 +313,18 @@ class BatchDecoder:
             if row.session is not None:
                 row.session.commit(a + 1)
         keep = []
-        now = time.perf_counter()
         plain_ms = self.policy.known_ms(n, None) if self.policy is not None else None
         cells = 1 if option is None else option.beam_width * option.beam_length
         for b, row in enumerate(rows):
-            row.text.commit(accepted[b] + 1)
-            stats = row.stats
-            stats.accepted_per_step.append(accepted[b] + 1)
-            stats.verified_tokens.append(row.count)
-            stats.tree_cells.append(cells)
-            row.count = counts[b]
             step_tokens = emitted[b * length : b * length + accepted[b] + 1]
-            row.sequence += step_tokens
-            new, stop = answer_part(step_tokens, self.eos_ids, row.max_tokens - stats.num_tokens)
-            stats.num_tokens += len(new)
-            stats.generation_time = now - row.started
-            finish = "stop" if stop else "length" if stats.num_tokens >= row.max_tokens else None
+            new, finish = row.advance(step_tokens, cells, counts[b], self.eos_ids)
             if finish:
-                stats.finish_reason = finish
                 self._remember(b)
             else:
                 keep.append(b)
             reported = read_logprobs(logprobs[b].tolist(), new) if b in logprobs else None
             copy = bool(copied[b] and accepted[b])
-            updates.append(Update(row.handle, new, stats, finish, reported, accepted[b], copy, plain_ms))
+            updates.append(Update(row.handle, new, row.stats, finish, reported, accepted[b], copy, plain_ms))
         if len(keep) < len(rows):
             self._keep(keep)
         return updates
@@ -339,11 +339,12 @@ class BatchDecoder:
             trees.append(row.phase(hidden[b], tokens[b], row.text.tokens, lengths[b : b + 1]))
         return stack_trees(trees)
 
-    def _next_option(self, rows: int) -> Option:
-        """The policy's choice for `rows` rows, or the fixed shape while a request with a seed
-        samples (its draws depend on the trees it verifies: a seed reproduces its answer only
-        if the trees do not follow the timings)."""
+    def _follows_policy(self) -> bool:
+        """Whether the policy chooses the trees: not while a request with a seed samples (a seed
+        reproduces its answer only if the trees it verifies do not follow the timings)."""
         seeded = [r.request for r in self.rows] + list(self.requests.values())
-        if self.policy is None or any(r.options.temp > 0 and r.options.seed is not None for r in seeded):
-            return self.fixed
-        return self.policy.choose(rows)
+        return self.policy is not None and not any(r.options.temp > 0 and r.options.seed is not None for r in seeded)
+
+    def _next_option(self, rows: int) -> Option:
+        """The policy's choice for `rows` rows, or the fixed shape."""
+        return self.policy.choose(rows) if self._follows_policy() else self.fixed

@@ -15,7 +15,7 @@ from ..drafting.lookup import TextBuffer
 from ..options import DecodingOptions
 from .joining import Join
 from .logprobs import TokenLogprob
-from .steps import GenerationStats
+from .steps import GenerationStats, answer_part
 
 
 @dataclass
@@ -68,6 +68,26 @@ class Row:
         stats = GenerationStats(prompt_tokens=len(request.prompt), cached_tokens=join.cached)
         text = TextBuffer(request.prompt, text_room) if text_room is not None else TextBuffer([], 1)
         return cls(join.handle, request, max_tokens, text, mx.random.key(seed), 0, stats, list(request.prompt))
+
+    def advance(
+        self, tokens: list[int], cells: int, next_count: int, eos_ids: frozenset[int]
+    ) -> tuple[list[int], str | None]:
+        """Take a verified step's `tokens` (its accepted drafts and the next token) out of a tree
+        of `cells` drafted cells; `next_count`: the size of the row's next tree. Returns the
+        answer's new tokens and why it ended (None: it goes on)."""
+        stats = self.stats
+        self.text.commit(len(tokens))
+        stats.accepted_per_step.append(len(tokens))
+        stats.verified_tokens.append(self.count)
+        stats.tree_cells.append(cells)
+        self.count = next_count
+        self.sequence += tokens
+        new, stop = answer_part(tokens, eos_ids, self.max_tokens - stats.num_tokens)
+        stats.num_tokens += len(new)
+        stats.generation_time = time.perf_counter() - self.started
+        finish = "stop" if stop else "length" if stats.num_tokens >= self.max_tokens else None
+        stats.finish_reason = finish or stats.finish_reason
+        return new, finish
 
     def sampler(self):
         """This step's sampler; the row's key advances (lazily) on every draw."""

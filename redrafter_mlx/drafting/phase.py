@@ -106,6 +106,18 @@ BatchDraftFn = Callable[[mx.array, mx.array, mx.array, mx.array], tuple[mx.array
 DraftFn = BatchDraftFn
 
 
+def stacked_layout(beams: mx.array, copied: mx.array) -> TreeLayout:
+    """The layouts of B rows' beams (B, W, L), stacked."""
+    rows = (tree_layout(beams[b], copied[b]) for b in range(beams.shape[0]))
+    return TreeLayout.combine(lambda *fields: mx.stack(fields), *rows)
+
+
+def plain_trees(tokens: mx.array) -> tuple[mx.array, TreeLayout]:
+    """Each row's tree as its guaranteed token (B,) alone: a plain decoding step."""
+    beams = tokens.reshape(-1, 1, 1).astype(mx.int32)
+    return beams, stacked_layout(beams, mx.zeros(tokens.shape[:1], mx.bool_))
+
+
 def make_batch_draft_fn(
     drafter: TreeDrafter | None,
     embedding: Any,
@@ -128,12 +140,11 @@ def make_batch_draft_fn(
 
     def draft(hidden: mx.array, token: mx.array, text: mx.array, length: mx.array):
         if drafter is None:
-            beams, copied = token.reshape(-1, 1, 1).astype(mx.int32), mx.zeros(token.shape[:1], mx.bool_)
+            beams, layout = plain_trees(token)
         else:
             looked_up = (text, length) if lookup else (None, None)
             beams, copied = propose(drafter, embedding, shape, hidden, token, *looked_up, draft_top_k)
-        rows = (tree_layout(beams[b], copied[b]) for b in range(beams.shape[0]))
-        layout = TreeLayout.combine(lambda *fields: mx.stack(fields), *rows)
+            layout = stacked_layout(beams, copied)
         return beams, layout.unpack_index, layout.owner, layout.count, layout.copied
 
     phase = draft if drafter is not None and drafter.stateful else mx.compile(draft)

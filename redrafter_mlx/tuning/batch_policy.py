@@ -149,6 +149,13 @@ class BatchPolicy:
         """Expected tokens per millisecond of the whole batch."""
         return rows * self.tokens(option) / self.ms(rows, option)
 
+    def drafting_pays(self, rows: int, option: Option) -> bool:
+        """Whether a step of `option` at `rows` rows is expected to beat a plain one (True
+        before anything was timed)."""
+        if option is None or self.known_ms(rows, None) is None:
+            return True
+        return self.speed(rows, option) >= self.speed(rows, None)
+
     def best(self, rows: int) -> Option:
         return max(self.options, key=lambda o: self.speed(rows, o))
 
