@@ -17,11 +17,11 @@ timings at (B, option) where that has been timed, else a linear model's, time = 
 b x (B x P) + c x (B x S x L) (a: the pass's fixed cost, r: per row, b: per verified token,
 c: per drafted cell), refitted by least squares, every cost >= 0, on every (B, option)
 timed. A step is timed only inside a run of its option at one batch size: the first step at
-new shapes traces compiled functions. Options not chosen are probed now and then, a few steps each at
-one batch size (a probe ends when rows join or leave), less often the more a probe would
-lose (`PROBE_BUDGET`), so both halves follow the text and the machine. The choice depends on
-tokens already decided and on timings, never on the draws acceptance makes: output stays
-exact (greedy identical, sampling exact per row).
+new shapes traces compiled functions. Options not chosen are probed now and then, a few
+steps each at one batch size (a probe ends when rows join or leave), less often the more a
+probe would lose (`PROBE_BUDGET`), so both halves follow the text and the machine. The
+choice depends on tokens already decided and on timings, never on the draws acceptance
+makes: output stays exact (greedy identical, sampling exact per row).
 """
 
 from __future__ import annotations
@@ -106,11 +106,11 @@ class BatchPolicy:
 
     def __init__(self, options: Sequence[Option], prior_rate: float = UNCALIBRATED_RATE):
         self.options = list(options)
-        trees = [o for o in self.options if o is not None]
-        self.rates = {
-            family(o): DepthRates(prior_rate, max(t.beam_length - 1 for t in trees if family(t) == family(o)))
-            for o in trees
-        }
+        depths: dict[tuple, int] = {}  # family -> its longest tree's drafts
+        for o in self.options:
+            if o is not None:
+                depths[family(o)] = max(depths.get(family(o), 0), o.beam_length - 1)
+        self.rates = {f: DepthRates(prior_rate, d) for f, d in depths.items()}
         self.coefficients: np.ndarray | None = None
         self.timed: dict[tuple[int, Option], deque[float]] = {}  # (B, option) -> its last step times (ms)
         self.queued: list[Option] = []  # the rest of a probe's run, at `probe_rows` rows
