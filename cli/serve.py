@@ -121,12 +121,16 @@ def serve(
     are the defaults for requests that do not set max_tokens or temperature. With --adaptive
     (the default) each step drafts the tree, or nothing, that is fastest for the rows running.
     """
+    import logging
+
     import uvicorn
 
     from redrafter_mlx.runtime import distributed
     from redrafter_mlx.serve.app import Batching, Limits, decoder_factory, serve_pipeline
     from redrafter_mlx.serve.engine import follow
 
+    # Server errors (logger redrafter.errors: request id, exception, traceback) go to stderr.
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.WARNING)
     pipeline = load_pipeline(model, drafter, dtype, mode, draft_model)
     drafting = plan(pipeline, options)
     shape = drafting.shape if drafting else None

@@ -12,6 +12,7 @@ import mlx.core as mx
 from mlx_lm.sample_utils import apply_top_k, apply_top_p, make_sampler
 
 Sampler = Callable[[mx.array], mx.array]  # log-probs (..., V) -> token ids (...)
+NODE_KEYS = 1024  # a keyed draw splits its key into this many, one per scored row, whatever their count
 
 
 def greedy(scores: mx.array) -> mx.array:
@@ -24,7 +25,11 @@ def make_greedy_or_sampler(
 ) -> Sampler:
     """`greedy` at temp 0, otherwise mlx-lm's top-p/top-k then categorical sampler. With a
     PRNG `key` the draw uses it instead of MLX's global generator (mlx-lm's sampler has no
-    key), so rows of a batch sample independently, each from its own request's seed."""
+    key), so rows of a batch sample independently, each from its own request's seed. A keyed
+    draw over several positions (a verified tree's nodes) gives position i the i-th of
+    `NODE_KEYS` keys split from `key`: MLX's draws depend on the shape drawn, and a tree is
+    padded to its batch's longest, so a seed would otherwise answer differently beside
+    other requests."""
     if temp == 0:
         return greedy
     if key is None:
@@ -35,9 +40,17 @@ def make_greedy_or_sampler(
             logprobs = apply_top_p(logprobs, top_p)
         if top_k > 0:
             logprobs = apply_top_k(logprobs, top_k)
-        return mx.random.categorical(logprobs * (1 / temp), key=key)
+        scaled = logprobs * (1 / temp)
+        if scaled.ndim == 1:
+            return mx.random.categorical(scaled, key=key)
+        rows = scaled.reshape(-1, scaled.shape[-1])
+        keys = mx.random.split(key, max(NODE_KEYS, rows.shape[0]))[: rows.shape[0]]
+        return _keyed_categorical(keys, rows).reshape(scaled.shape[:-1])
 
     return sample
+
+
+_keyed_categorical = mx.vmap(lambda key, scores: mx.random.categorical(scores, key=key))
 
 
 class BiasedSampler:

@@ -47,6 +47,23 @@ from redrafter_mlx.training.distill_file import DistillRecord
 from redrafter_mlx.tuning import DraftPlan, StepController
 from redrafter_mlx.tuning.calibration import Calibration, ShapeCost
 
+# --- float32 comparisons -------------------------------------------------------------------
+
+# A float32 forward pass rounds each op at about 6e-8 of the values it handles, and those
+# roundings add up over layers, heads and reduction lengths, and differ with the BLAS kernel a
+# machine's CPU picks. So two correct float32 computations of the same logits agree to a share
+# of the logits' own scale, not to an absolute 1e-4 (measured: 4e-7 to 2.2e-6 of it on this
+# project's CI machine, 1.5e-5 on another machine). Bugs (a wrong mask, position or weight)
+# move logits by a tenth of their scale and more.
+FLOAT32_RTOL = 1e-4
+
+
+def relative_error(got: Any, expected: Any) -> float:
+    """max |got - expected| as a share of the largest |expected|, computed in float64."""
+    got, expected = np.asarray(got, np.float64), np.asarray(expected, np.float64)
+    return float(np.abs(got - expected).max() / max(np.abs(expected).max(), np.finfo(np.float32).tiny))
+
+
 # --- tiny random Llamas and decoding ------------------------------------------------------
 
 PROMPTS = ["What is the capital of France?", "Name three colours of the rainbow."]

@@ -7,11 +7,13 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+import mlx.core as mx
 import numpy as np
 import pytest
 
 from redrafter_mlx.decoding.batch import BatchDecoder, Request
 from redrafter_mlx.decoding.loop import generate_ar
+from redrafter_mlx.decoding.steps import answer_part
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.kinds.draft_llm import DraftLLM
 from redrafter_mlx.drafting.loading import load_drafter_for
@@ -326,3 +328,34 @@ def test_the_readmes_batch_example_runs_and_matches_generate(capsys):
         h: generate(pipeline, text, max_tokens=48, **tree)
         for h, text in enumerate(["Name three rivers.", "What is RoPE?"])
     }
+
+
+def test_an_eos_just_past_max_tokens_ends_the_answer_at_its_length():
+    """A step that accepts the last allowed token and an EOS after it: plain decoding stops at
+    max_tokens before it draws the EOS, so the answer ends with "length", not "stop"."""
+    assert answer_part([5, 6, 0], {0}, room=2) == ([5, 6], False)
+    assert answer_part([5, 6, 0], {0}, room=3) == ([5, 6], True)
+    assert answer_part([5, 0, 7], {0}, room=1) == ([5], False)
+
+
+def test_a_keyed_draw_of_a_position_does_not_depend_on_how_many_are_drawn():
+    """A tree is padded to its batch's longest: position i must draw the same token from the
+    same key whatever the padding (MLX's own draws depend on the shape drawn)."""
+    scores = mx.random.normal((12, 50), key=mx.random.key(3))
+    for seed in range(10):
+        sample = DecodingOptions(temp=1.0).sampler(mx.random.key(seed))
+        full = sample(scores).tolist()
+        assert sample(scores[:5]).tolist() == full[:5] and sample(scores[:1]).tolist() == full[:1]
+
+
+def test_a_seeded_row_answers_beside_other_rows_what_it_answers_alone():
+    drafter = random_drafter(TINY_VOCAB, 32, seed=5)
+
+    def answers(requests: list[Request]) -> dict:
+        return run_batch(BatchDecoder(TINY, drafter, TreeShape(4, 4, 4), lookup=False), requests)
+
+    others = [Request([4, 1, 2, 3, 0, 1], DecodingOptions(max_tokens=12)), Request([2], DecodingOptions(max_tokens=9))]
+    for seed in range(12):
+        seeded = Request(TINY_PROMPT, DecodingOptions(max_tokens=8, temp=1.0, seed=seed))
+        assert answers([seeded, *others])[0] == answers([seeded])[0], seed
+

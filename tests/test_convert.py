@@ -38,7 +38,15 @@ from redrafter_mlx.formats.loading import EMBEDDED, SHIPPED_DRAFTERS
 from redrafter_mlx.prompting import encode_prompt
 from redrafter_mlx.tuning import DraftPlan
 
-from .helpers import TorchResBlock, assert_one_line_error, invoke_cli, word_corpus, write_word_tokenizer
+from .helpers import (
+    FLOAT32_RTOL,
+    TorchResBlock,
+    assert_one_line_error,
+    invoke_cli,
+    relative_error,
+    word_corpus,
+    write_word_tokenizer,
+)
 
 VOCAB, HIDDEN, LAYERS, EXIT_DIM = 96, 16, 2, 64  # EXIT_DIM != 2 * HIDDEN: has input_proj
 LOG_0 = -50000.0  # the reference's log(0) for beams 1.. before the first step
@@ -199,7 +207,7 @@ def test_converted_drafter_matches_torch(tmp_path, name):
     drafter = load_drafter(convert_drafter(src, tmp_path / "mlx", dtype=mx.float32))
     h, state, embedding = random_inputs(1)
     logits = np.array(drafter.logits(mx.array(h), mx.array(state)))
-    assert np.abs(logits - torch_logits(model, h, state)).max() <= 1e-4
+    assert relative_error(logits, torch_logits(model, h, state)) <= FLOAT32_RTOL
     with torch.no_grad():
         want_state = model.update_state(torch.from_numpy(state), torch.from_numpy(embedding[:5])).numpy()
     new_state = np.array(drafter.update_state(mx.array(state), mx.array(embedding[:5])))

@@ -22,6 +22,7 @@ from redrafter_mlx.errors import DrafterLoadError
 from redrafter_mlx.tuning import DraftPlan
 
 from .helpers import (
+    FLOAT32_RTOL,
     SEQ_LEN,
     TINY,
     TINY_PROMPT,
@@ -32,6 +33,7 @@ from .helpers import (
     exact_sequence_probabilities,
     random_eagle,
     random_model,
+    relative_error,
     sample_counts,
     tiny_config,
     torch_eagle,
@@ -75,7 +77,7 @@ def test_converted_eagle_matches_the_upstream_forward(upstream, tmp_path):
     rng = np.random.default_rng(0)
     tokens, features = rng.integers(0, 64, 7).tolist(), rng.normal(size=(7, 32)).astype(np.float32)
     ours = eagle(mx.array([tokens]), mx.array(features[None]), None, 0, "causal")[0]
-    np.testing.assert_allclose(np.array(ours), torch_eagle(state, CONFIG, tokens, features), atol=1e-4)
+    assert relative_error(ours, torch_eagle(state, CONFIG, tokens, features)) < FLOAT32_RTOL
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import pytest
 from redrafter_mlx.formats import loading
 from redrafter_mlx.formats.loading import ModelLoadError, load
 
-from .helpers import PROBE, random_model, tiny_config
+from .helpers import FLOAT32_RTOL, PROBE, random_model, relative_error, tiny_config
 
 
 def logits_of(model) -> mx.array:
@@ -48,7 +48,7 @@ def test_mlx_lm_4bit_folder_loads_quantized_with_float_cache(tmp_path, write_tin
     reference, _ = mlx_lm_load(str(quantized))
     reference.set_dtype(mx.float32)
     expected = reference(PROBE)
-    assert mx.abs(logits_of(loaded.model) - expected).max().item() <= 1e-4
+    assert relative_error(logits_of(loaded.model), expected) <= FLOAT32_RTOL
     cache = loaded.model.make_cache()
     loaded.model(PROBE, cache)
     assert cache.keys[0].dtype == mx.float32

@@ -454,3 +454,33 @@ def test_the_cli_serves_and_drains_on_sigterm():
     finally:
         server.kill()
         server.wait()
+
+
+def test_a_failed_step_is_a_logged_500_with_its_request_id_and_the_server_goes_on(pipeline, monkeypatch, caplog):
+    """Every 5xx reaches the log with the request id, the exception and its traceback, and the
+    client gets the id in OpenAI's error shape and `x-request-id`; the next request is served."""
+    from redrafter_mlx.decoding.batch import BatchDecoder
+
+    verify = BatchDecoder.verify
+    failures = iter([RuntimeError("an injected failure")])
+
+    def failing_once(self):
+        error = next(failures, None)
+        if error is not None:
+            raise error
+        return verify(self)
+
+    monkeypatch.setattr(BatchDecoder, "verify", failing_once)
+    caplog.set_level(logging.ERROR, logger="redrafter.errors")
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 4, "temperature": 0}
+    with running(pipeline) as base:
+        failed = httpx.post(f"{base}/v1/chat/completions", json=body)
+        served = httpx.post(f"{base}/v1/chat/completions", json=body)
+    assert failed.status_code == 500
+    request_id = failed.headers["x-request-id"]
+    error = failed.json()["error"]
+    assert error["type"] == "server_error" and request_id in error["message"] and "injected" in error["message"]
+    record = next(r for r in caplog.records if r.name == "redrafter.errors")
+    assert request_id in record.getMessage() and "injected" in record.getMessage()
+    assert record.exc_info and "failing_once" in logging.Formatter().formatException(record.exc_info)
+    assert served.status_code == 200 and served.json()["choices"][0]["message"]["content"]

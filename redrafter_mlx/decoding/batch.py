@@ -217,10 +217,15 @@ class BatchDecoder:
         """Prefill joining prompts (within the budget while rows decode; all of them when none
         does) and admit those that completed: their first updates. They draft the option of the
         batch they form: with no rows, the policy's for its size; else the rows' own, unless at
-        the new size it loses to a plain step (one row's wide tree, then a burst of joins)."""
+        the new size it loses to a plain step (one row's wide tree, then a burst of joins).
+        While a seeded sample waits and the rows' trees are still the policy's, nothing joins:
+        the next verify drafts the served shape, which a seed's answer verifies from its first
+        tree on (as it does alone)."""
         if not self.rows:
             self.option = self._next_option(len(self.joins))
             joined = list(self.joins.advance(None))
+        elif not self._follows_policy() and self.option != self.fixed:
+            return []
         else:
             joined = list(self.joins.prefilled() if self.riding else self.joins.advance(self.pacer))
             rows = len(self.rows) + len(joined)

@@ -158,7 +158,8 @@ class Joins:
     def advance(self, pacer: Pacer | None) -> Iterator[Join]:
         """Prefill the oldest prompts, as many tokens as `pacer` allows (None: all of them,
         those with nothing cached in shared passes), yielding each join as its prompt
-        completes (its `states` end with the last token's)."""
+        completes (its `states` end with the last token's), first those that already have."""
+        yield from self.prefilled()  # rode whole in the pass of rows that then all ended
         if pacer is None:
             yield from self._together()
             yield from self._resumed()
@@ -208,9 +209,11 @@ class Joins:
         join.states = [*join.states, states[0]] if self.keep_states else [states[0, -1:]]
 
     def prefilled(self) -> Iterator[Join]:
-        """The joins whose prompts have run whole (in rows' passes), oldest first."""
-        while self.waiting and self.waiting[0].cache.length == len(self.waiting[0].prompt):
-            yield self.waiting.popleft()
+        """The joins whose prompts have run whole (in rows' passes), oldest first. None may
+        stay waiting: a segment of no tokens cannot run."""
+        for join in [j for j in self.waiting if j.cache.length == len(j.prompt)]:
+            self.waiting.remove(join)
+            yield join
 
     def _together(self) -> Iterator[Join]:
         """Prefill the waiting prompts that start from nothing cached in shared passes, each

@@ -56,9 +56,10 @@ class Step:
 
 def answer_part(tokens: list[int], eos_ids: set[int] | frozenset[int], room: int) -> tuple[list[int], bool]:
     """What a step's accepted tokens add to the answer: those before the first EOS, at most
-    `room` of them; and whether an EOS ended the answer."""
+    `room` of them; and whether an EOS ended the answer (not one past the room: plain decoding
+    ends at max_tokens before it draws that token)."""
     stop = next((i for i, t in enumerate(tokens) if t in eos_ids), None)
-    return tokens[: len(tokens) if stop is None else stop][:room], stop is not None
+    return tokens[: len(tokens) if stop is None else stop][:room], stop is not None and stop < room
 
 
 def context_room(model: LLM, used: int) -> int:

@@ -6,12 +6,16 @@ turn the engine's per-step updates into OpenAI responses: one JSON body, or serv
 events as tokens are accepted. Text is detokenized per request, and `stop` strings are
 matched on the text (the row leaves the batch as soon as one appears). Every refusal is a
 4xx in OpenAI's error shape; a client that disconnects mid-stream frees its row at once.
+Every 5xx is logged (logger `redrafter.errors`) with its request id, the exception and its
+traceback, and the client gets the id in OpenAI's error shape and the `x-request-id` header.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -38,6 +42,19 @@ from .page import PUBLIC, Served, page_router
 from .replies import Answer, Piece, Reply, finish_reason, sse
 from .requests import ApiError, Limits, ServerInfo, decoding_request
 from .schema import ChatRequest, CompletionRequest, Sampling, error_body
+
+ERROR_LOG = logging.getLogger("redrafter.errors")
+
+
+def server_error(request_id: str, error: BaseException, doing: str) -> ApiError:
+    """A 500 for `error`, logged with its traceback under `request_id`, which the client gets."""
+    ERROR_LOG.error("request %s: %s failed: %r", request_id, doing, error, exc_info=error)
+    return ApiError(
+        500,
+        f"{doing} failed: {error} (request {request_id})",
+        kind="server_error",
+        headers={"x-request-id": request_id},
+    )
 
 
 @dataclass(frozen=True)
@@ -165,6 +182,12 @@ def create_app(engine: Engine, info: ServerInfo, served: Served = Served()) -> F
     async def http_error(_, error: HTTPException):
         return JSONResponse(error_body(str(error.detail)), status_code=error.status_code)
 
+    @app.exception_handler(Exception)
+    async def unexpected(http: HttpRequest, error: Exception):
+        request_id = "req-" + uuid.uuid4().hex[:24]
+        failed = server_error(request_id, error, f"{http.method} {http.url.path}")
+        return JSONResponse(failed.body, status_code=failed.status, headers=failed.headers)
+
     app.include_router(page_router(info, served))
 
     @app.get("/health")
@@ -198,6 +221,7 @@ def create_app(engine: Engine, info: ServerInfo, served: Served = Served()) -> F
 
     async def complete(body: Sampling, http: HttpRequest, chat: bool):
         request = decoding_request(info, body)
+        reply = Reply(chat, info.model_id, len(request.prompt), request.logprobs is not None)
         try:
             ticket = engine.submit(request)
         except QueueFull as full:
@@ -210,7 +234,6 @@ def create_app(engine: Engine, info: ServerInfo, served: Served = Served()) -> F
             ) from None
         timeout = info.limits.request_timeout
         deadline = None if timeout is None else time.monotonic() + timeout
-        reply = Reply(chat, info.model_id, len(request.prompt), request.logprobs is not None)
         answer = Answer(info.tokenizer, body.stop)
         endpoint = "chat" if chat else "completions"
 
@@ -227,10 +250,10 @@ def create_app(engine: Engine, info: ServerInfo, served: Served = Served()) -> F
         if body.stream:
             usage = bool(body.stream_options and body.stream_options.include_usage)
             events = stream(engine, ticket, answer, reply, usage, deadline, done)
-            return StreamingResponse(events, media_type="text/event-stream")
+            return StreamingResponse(events, media_type="text/event-stream", headers={"x-request-id": reply.id})
         text = ""
         try:
-            async for pieces in updates(engine, ticket, answer, deadline):
+            async for pieces in updates(engine, ticket, answer, reply.id, deadline):
                 text += "".join(p.text for p in pieces)
                 if await http.is_disconnected():  # nobody to answer: free the row now
                     break
@@ -244,11 +267,11 @@ def create_app(engine: Engine, info: ServerInfo, served: Served = Served()) -> F
 
 
 async def updates(
-    engine: Engine, ticket: Ticket, answer: Answer, deadline: float | None = None
+    engine: Engine, ticket: Ticket, answer: Answer, request_id: str, deadline: float | None = None
 ) -> AsyncIterator[list[Piece]]:
     """The answer's text as each step's `Piece`s, until it finishes or its `deadline` (monotonic
     seconds) passes; the row is freed however this ends (finished, stopped by a stop string,
-    out of time, or the consumer gone)."""
+    out of time, or the consumer gone). A failure is a logged 500 (`server_error`)."""
     try:
         while answer.finish_reason is None:
             try:
@@ -259,7 +282,7 @@ async def updates(
                 engine.cancel(ticket)
                 break
             if isinstance(event, Exception):
-                raise ApiError(500, f"decoding failed: {event}", kind="server_error")
+                raise server_error(request_id, event, "decoding")
             pieces = answer.add(event)
             if pieces:
                 yield pieces
@@ -280,11 +303,12 @@ async def stream(
     if reply.chat:
         yield sse(reply.chunk(role=True))
     try:
-        async for pieces in updates(engine, ticket, answer, deadline):
+        async for pieces in updates(engine, ticket, answer, reply.id, deadline):
             yield sse(reply.chunk(pieces, answer=answer))
-    except ApiError as error:
-        done(error.status)
-        yield sse(error.body)
+    except Exception as error:  # the headers are sent: the error goes in the stream
+        failed = error if isinstance(error, ApiError) else server_error(reply.id, error, "streaming")
+        done(failed.status)
+        yield sse(failed.body)
         yield "data: [DONE]\n\n"
         return
     done(200)

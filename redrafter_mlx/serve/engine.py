@@ -13,7 +13,9 @@ shard of the model, so their verify passes all-reduce together.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import logging
 import random
 import signal
 import threading
@@ -26,6 +28,8 @@ import mlx.core as mx
 from ..decoding import GenerationStats
 from ..decoding.batch import BatchDecoder, Request, Update
 from ..runtime import distributed
+
+LOG = logging.getLogger("redrafter.errors")
 
 
 class QueueFull(Exception):
@@ -64,11 +68,13 @@ def follow(make_decoder: Callable[[], BatchDecoder]) -> None:
             for handle in orders.leaving:
                 decoder.remove(handle)
             for handle, request in orders.joining:
-                decoder.add(handle, request)
+                with contextlib.suppress(Exception):  # rank 0 fails this request alone, as here
+                    decoder.add(handle, request)
             for _ in decoder.admit():
                 pass
             decoder.verify()
         except Exception:  # as rank 0 does: its rows failed, the server goes on
+            LOG.exception("rank %d: a step failed; its rows are dropped", distributed.rank())
             decoder = make_decoder()
 
 
@@ -174,15 +180,19 @@ class Engine:
                 distributed.broadcast(Orders([(t.handle, t.request) for t in joining], [t.handle for t in cancelled]))
             for ticket in cancelled:
                 self._finish(ticket, self.decoder.remove(ticket.handle))
-            try:
-                for ticket in joining:
-                    self._active[ticket.handle] = ticket
+            for ticket in joining:
+                try:
                     self.decoder.add(ticket.handle, ticket.request)
+                except Exception as error:  # this request alone fails (the handler logs it)
+                    self._deliver(ticket, error)
+                    continue
+                self._active[ticket.handle] = ticket
+            try:
                 for update in self.decoder.admit():  # each first token as soon as it is known
                     self._route(update)
                 for update in self.decoder.verify():
                     self._route(update)
-            except Exception as error:  # a failed step fails its rows, not the server
+            except Exception as error:  # a failed step fails its rows (each handler logs it), not the server
                 for ticket in self._active.values():
                     self._deliver(ticket, error)
                 self._active.clear()
