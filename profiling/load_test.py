@@ -42,7 +42,8 @@ def free_port() -> int:
 
 @contextmanager
 def started(command: list[str], port: int, log: Path):
-    """A server subprocess, once it answers /v1/models; stopped (SIGTERM) afterwards."""
+    """A server subprocess, once it answers /v1/models: its /v1 URL and process; stopped
+    (SIGTERM) afterwards."""
     env = {**os.environ, "LD_PRELOAD": find_openblas() or ""}  # mlx-lm on the same BLAS as ours
     with log.open("w") as out:
         server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -56,7 +57,7 @@ def started(command: list[str], port: int, log: Path):
                     break
             except httpx.TransportError:
                 time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}/v1"
+        yield f"http://127.0.0.1:{port}/v1", server
     finally:
         server.terminate()
         try:
@@ -188,7 +189,9 @@ def main() -> None:
         urls = {}
         for name, command in servers.items():
             port = free_port()
-            urls[name] = running.enter_context(started(command(port), port, Path(f"{args.out}.{name.split()[0]}.log")))
+            urls[name], _ = running.enter_context(
+                started(command(port), port, Path(f"{args.out}.{name.split()[0]}.log"))
+            )
             warm = max(levels)  # traces, first allocations, the batch policy's first timings
             asyncio.run(load(urls[name], model_ids[name], (prompts * warm)[:warm], warm, 16))
         for level in levels:  # each level on both servers back to back, so drift falls on both

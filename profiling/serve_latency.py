@@ -103,7 +103,7 @@ def main() -> None:
     results = {}
     for name, extra in (("with prompt cache", ()), ("without", ("--prompt-cache-bytes", "0"))):
         port = free_port()
-        with started(command(port, *extra, *args.serve_args.split()), port, Path(f"{args.out}.{port}.log")) as url:
+        with started(command(port, *extra, *args.serve_args.split()), port, Path(f"{args.out}.{port}.log")) as (url, _):
             asyncio.run(second_turn(url, long_text(200)))  # warm up
             results[name] = asyncio.run(second_turn(url, long_text(args.history)))
             if name == "with prompt cache":

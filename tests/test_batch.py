@@ -358,4 +358,3 @@ def test_a_seeded_row_answers_beside_other_rows_what_it_answers_alone():
     for seed in range(12):
         seeded = Request(TINY_PROMPT, DecodingOptions(max_tokens=8, temp=1.0, seed=seed))
         assert answers([seeded, *others])[0] == answers([seeded])[0], seed
-

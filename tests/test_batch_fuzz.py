@@ -69,6 +69,7 @@ DRAFTERS: dict[str, Callable] = {
     "draft-llm": lambda: DraftLLM(TARGET),
 }
 _drafters: dict[str, object] = {}
+OPENED_ON_FEATURES = {"eagle", "eagle3"}  # a session per row, opened on the LLM's features of the prompt
 
 
 def drafter(kind: str):
@@ -229,6 +230,8 @@ def check(schedule: Schedule) -> None:
         assert len(tokens) <= join.max_tokens and not set(tokens) & set(EOS)
         if join.temp > 0 and join.seed is None:
             continue  # its own random draws: the chi-square tests judge those
+        if join.temp > 0 and schedule.cached and schedule.kind in OPENED_ON_FEATURES:
+            continue  # a prompt-cache hit opens the drafter on fewer features: other trees, other draws
         expected, expected_reason = alone(schedule.kind, join)
         if reason == "cancelled":
             assert tokens == expected[: len(tokens)], handle
@@ -251,7 +254,7 @@ def test_a_seed_joining_rows_on_the_policys_trees_answers_what_it_answers_alone(
 FUZZ = settings(
     max_examples=60,
     deadline=None,
-    derandomize=True,  # CI replays the same schedules; the slow profile explores more
+    derandomize=True,  # every run replays the same schedules (the slow profile: 400 others)
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     print_blob=True,
 )
@@ -264,7 +267,7 @@ def test_every_schedule_ends_each_request_with_its_own_answer(schedule):
 
 
 @pytest.mark.slow
-@settings(FUZZ, max_examples=400, derandomize=False)
+@settings(FUZZ, max_examples=400)
 @given(schedules)
 def test_every_schedule_ends_each_request_with_its_own_answer_longer(schedule):
     check(schedule)

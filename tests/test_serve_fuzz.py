@@ -8,6 +8,7 @@ own (greedy: `generate`'s alone; seeded: the same request's alone); the server m
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import time
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from redrafter_mlx.api import Pipeline, generate
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.loading import load_drafter_for
 from redrafter_mlx.options import DecodingOptions
+from redrafter_mlx.profiling import soak
 
 from .helpers import serving
 
@@ -183,7 +185,20 @@ def test_every_burst_of_requests_is_answered_each_with_its_own_answer(url, pipel
 
 
 @pytest.mark.slow
-@settings(FUZZ, max_examples=60, derandomize=False)
+@settings(FUZZ, max_examples=60)
 @given(bursts)
 def test_every_burst_of_requests_is_answered_each_with_its_own_answer_longer(url, pipeline, calls):
     check(url, pipeline, calls, _alone)
+
+
+def test_the_soak_tool_counts_what_its_mixed_traffic_met(url):
+    """Ten seconds of `profiling.soak`'s mix against the server: every kind of traffic ran, bad
+    bodies got 400, no 5xx and no failure, and the server is idle at the end."""
+    args = argparse.Namespace(minutes=10 / 60, concurrency=4, seed=1, serve_args="")
+    tally = soak.Tally()
+    readings = asyncio.run(soak.soak(url + "/v1", None, args, PROMPTS, tally))
+    result = soak.report(tally, readings, soak.idle_health(url + "/v1"), None, args)
+    assert result["server_errors_5xx"] == 0 and result["failures"] == [], result
+    assert result["health_at_end"]["running"] == 0 and result["requests"] >= 8
+    assert set(result["by_kind"]["bad body"]) <= {"400"}
+    assert result["latency_s"]["short"]["p50"] > 0

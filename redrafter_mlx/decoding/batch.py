@@ -4,9 +4,9 @@ Each row is one request with its own prompt, sampler (and PRNG key), cache lengt
 candidate tree and accepted count. A step drafts all rows' trees, packs the B trees into
 (B, P) with per-row tree masks and RoPE positions, verifies them in ONE forward pass over a
 `BatchKVCache`, accepts per row and compacts each row's cache. Requests join (`add`; their
-prompts are prefilled a chunk per step, in the rows' own pass, so running rows keep
-streaming, from the `PromptCache`'s longest prefix of them where it holds one) and leave (`remove`, or when
-their answer ends) between steps: continuous batching. As in `loop.generate_redrafter`,
+prompts are prefilled a chunk per step, in the rows' own pass, so running rows keep streaming,
+from the `PromptCache`'s longest prefix of them where it holds one) and leave (`remove`, or
+when their answer ends) between steps: continuous batching. As in `loop.generate_redrafter`,
 the only host read of a step fetches every row's accepted tokens and next tree size
 together, so a row's tokens are those of its batch-1 decoding: greedy output identical, and
 sampling exact per row, each request drawing from its own seed.
@@ -193,11 +193,8 @@ class BatchDecoder:
 
     def _remember(self, b: int) -> None:
         """Offer row b's committed keys/values to the prompt cache."""
-        if self.prompt_cache is None:
-            return
-        n = self.cache.lengths[b]
-        layers = [(k[b : b + 1, :, :n, :], v[b : b + 1, :, :n, :]) for k, v in zip(self.cache.keys, self.cache.values)]
-        self.prompt_cache.insert(self.rows[b].sequence[:n], layers)
+        if self.prompt_cache is not None:
+            self.prompt_cache.insert(self.rows[b].sequence[: self.cache.lengths[b]], self.cache.committed(b))
 
     def _keep(self, keep: list[int]) -> None:
         self.rows = [self.rows[i] for i in keep]
@@ -217,15 +214,13 @@ class BatchDecoder:
         """Prefill joining prompts (within the budget while rows decode; all of them when none
         does) and admit those that completed: their first updates. They draft the option of the
         batch they form: with no rows, the policy's for its size; else the rows' own, unless at
-        the new size it loses to a plain step (one row's wide tree, then a burst of joins).
-        While a seeded sample waits and the rows' trees are still the policy's, nothing joins:
-        the next verify drafts the served shape, which a seed's answer verifies from its first
-        tree on (as it does alone)."""
+        the new size it loses to a plain step (one row's wide tree, then a burst of joins). A
+        seeded sample joins no rows on the policy's trees: it verifies the served shape, as alone."""
         if not self.rows:
             self.option = self._next_option(len(self.joins))
             joined = list(self.joins.advance(None))
         elif not self._follows_policy() and self.option != self.fixed:
-            return []
+            return []  # the next verify drafts the served shape
         else:
             joined = list(self.joins.prefilled() if self.riding else self.joins.advance(self.pacer))
             rows = len(self.rows) + len(joined)

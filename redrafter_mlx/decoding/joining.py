@@ -191,6 +191,8 @@ class Joins:
         for join in self.waiting:
             start = join.cache.length
             left = len(join.prompt) - start
+            if not left:  # prefilled, waiting to be admitted (a seeded sample waits a step)
+                continue
             if len(join.prompt) - join.cached <= pacer.budget:
                 take = min(left, room)
             else:

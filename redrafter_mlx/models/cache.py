@@ -221,6 +221,11 @@ class BatchKVCache:
         single.length = self.lengths[b]
         return single
 
+    def committed(self, b: int) -> list[tuple[mx.array, mx.array]]:
+        """Row b's committed keys and values (1, n_kv, length, Dh) per layer (lazy slices)."""
+        n = self.lengths[b]
+        return [(k[b : b + 1, :, :n, :], v[b : b + 1, :, :n, :]) for k, v in zip(self.keys, self.values)]
+
     def keep(self, rows: list[int]) -> None:
         """Keep only these rows, in this order (the others' answers ended)."""
         if not rows:
