@@ -45,7 +45,29 @@ from redrafter_mlx.serve.app import serve_pipeline
 from redrafter_mlx.training import TrainConfig, assemble, checkpoint, prefill_hidden, train_drafter
 from redrafter_mlx.training.distill_file import DistillRecord
 from redrafter_mlx.tuning import DraftPlan, StepController
+from redrafter_mlx.tuning.batch_policy import BatchPolicy, batch_options
 from redrafter_mlx.tuning.calibration import Calibration, ShapeCost
+
+# --- a batch policy that replays ---------------------------------------------------------
+
+
+class ScriptedPolicy(BatchPolicy):
+    """Every option by a seeded coin each step: each switch the batch can meet, the same in
+    every run (the real policy follows the machine's timings). `cuts`: its verdict on whether
+    drafting pays at a burst is a seeded coin too (else the real policy's)."""
+
+    def __init__(self, shape: TreeShape, seed: int = 0, cuts: bool = False):
+        super().__init__(batch_options(shape, range(2, shape.beam_length)))
+        self.rng, self.cuts = np.random.default_rng(seed), cuts
+
+    def choose(self, rows: int):
+        return self.options[self.rng.integers(len(self.options))]
+
+    def drafting_pays(self, rows: int, option) -> bool:
+        if not self.cuts:
+            return super().drafting_pays(rows, option)
+        return option is None or bool(self.rng.random() < 0.5)
+
 
 # --- float32 comparisons -------------------------------------------------------------------
 
@@ -53,7 +75,7 @@ from redrafter_mlx.tuning.calibration import Calibration, ShapeCost
 # roundings add up over layers, heads and reduction lengths, and differ with the BLAS kernel a
 # machine's CPU picks. So two correct float32 computations of the same logits agree to a share
 # of the logits' own scale, not to an absolute 1e-4 (measured: 4e-7 to 2.2e-6 of it on this
-# project's CI machine, 1.5e-5 on another machine). Bugs (a wrong mask, position or weight)
+# project's 2-core development machine, 1.5e-5 on another machine). Bugs (a wrong mask, position or weight)
 # move logits by a tenth of their scale and more.
 FLOAT32_RTOL = 1e-4
 

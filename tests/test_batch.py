@@ -8,7 +8,6 @@ import random
 from collections import Counter
 
 import mlx.core as mx
-import numpy as np
 import pytest
 
 from redrafter_mlx.decoding.batch import BatchDecoder, Request
@@ -28,6 +27,7 @@ from .helpers import (
     TINY,
     TINY_PROMPT,
     TINY_VOCAB,
+    ScriptedPolicy,
     chi_square_p_value,
     collect,
     count_host_reads,
@@ -84,18 +84,6 @@ CASES = [
 def policy_for(shape: TreeShape) -> BatchPolicy:
     """A policy that switches among every option as it probes them."""
     return BatchPolicy(batch_options(shape, range(2, shape.beam_length)))
-
-
-class ScriptedPolicy(BatchPolicy):
-    """Every option by a seeded coin each step: each switch the batch can meet, the same in
-    every run (the real policy follows the machine's timings)."""
-
-    def __init__(self, shape: TreeShape, seed: int = 0):
-        super().__init__(batch_options(shape, range(2, shape.beam_length)))
-        self.rng = np.random.default_rng(seed)
-
-    def choose(self, rows: int):
-        return self.options[self.rng.integers(len(self.options))]
 
 
 @pytest.mark.parametrize("kind, join_every, shape", CASES)

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import mlx.core as mx
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,9 +28,17 @@ from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.kinds.draft_llm import DraftLLM
 from redrafter_mlx.drafting.kinds.eagle3 import Eagle3
 from redrafter_mlx.options import DecodingOptions
-from redrafter_mlx.tuning.batch_policy import BatchPolicy, batch_options
 
-from .helpers import collect, random_drafter, random_eagle, random_medusa, random_model, random_speculator, tiny_config
+from .helpers import (
+    ScriptedPolicy,
+    collect,
+    random_drafter,
+    random_eagle,
+    random_medusa,
+    random_model,
+    random_speculator,
+    tiny_config,
+)
 
 VOCAB, HIDDEN = 5, 32
 TARGET = random_model(
@@ -76,21 +83,6 @@ def drafter(kind: str):
     if kind not in _drafters:
         _drafters[kind] = DRAFTERS[kind]()
     return _drafters[kind]
-
-
-class ScriptedPolicy(BatchPolicy):
-    """The batch policy's choices and verdicts drawn from a seeded generator: each switch of
-    tree (plain steps included) and each burst cut the batch can meet, the same on a replay."""
-
-    def __init__(self, seed: int):
-        super().__init__(batch_options(SHAPE, range(2, SHAPE.beam_length)))
-        self.rng = np.random.default_rng(seed)
-
-    def choose(self, rows: int):
-        return self.options[self.rng.integers(len(self.options))]
-
-    def drafting_pays(self, rows: int, option) -> bool:
-        return option is None or bool(self.rng.random() < 0.5)
 
 
 @dataclass(frozen=True)
@@ -151,7 +143,7 @@ schedules = st.builds(
 
 
 def make_decoder(kind: str, cached: bool = False, policy_seed: int | None = None, riding: bool = True) -> BatchDecoder:
-    policy = ScriptedPolicy(policy_seed) if policy_seed is not None else None
+    policy = ScriptedPolicy(SHAPE, policy_seed, cuts=True) if policy_seed is not None else None
     decoder = BatchDecoder(
         TARGET,
         drafter(kind),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import time
 from dataclasses import dataclass
 
 import httpx
@@ -138,17 +137,9 @@ async def burst(url: str, calls: list[Call], pipeline: Pipeline) -> list[tuple[i
         return await asyncio.gather(*(send(client, url, call, pipeline) for call in calls))
 
 
-def wait_idle(url: str, seconds: float = 20) -> dict:
-    deadline = time.time() + seconds
-    while True:
-        health = httpx.get(f"{url}/health").json()
-        if (health["running"], health["queued"]) == (0, 0) or time.time() > deadline:
-            return health
-
-
 def check(url: str, pipeline: Pipeline, calls: list[Call], alone: dict) -> None:
     replies = asyncio.run(burst(url, calls, pipeline))
-    health = wait_idle(url)
+    health = soak.idle_health(url + "/v1", 20)
     assert (health["running"], health["queued"]) == (0, 0), health
     for call, (status, text) in zip(calls, replies):
         if call.bad:
