@@ -18,6 +18,7 @@ from redrafter_mlx.drafting.kinds.draft_llm import DraftLLM
 from redrafter_mlx.drafting.loading import load_drafter_for
 from redrafter_mlx.models import attention as attention_module
 from redrafter_mlx.models import llama as llama_module
+from redrafter_mlx.models.cache import CHUNK
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.prompting import encode_prompt
 from redrafter_mlx.tuning.batch_policy import BatchPolicy, batch_options
@@ -152,6 +153,29 @@ def test_a_removed_row_leaves_at_once_and_the_others_go_on(embedded, references)
     for handle in tokens:  # the rest of each answer, after what the first steps emitted
         expected = references[handle][2]
         assert expected[len(expected) - len(tokens[handle]) :] == tokens[handle]
+
+
+def test_when_a_long_row_leaves_the_cache_shrinks_to_what_the_others_need(embedded, references):
+    long_prompt = encode_prompt(embedded.tokenizer, " ".join(MORE_PROMPTS * 12))
+    assert len(long_prompt) > CHUNK
+    decoder = BatchDecoder(
+        embedded.model, load_drafter_for(embedded, None), TreeShape(3, 4, 8), eos_ids=embedded.tokenizer.eos_token_ids
+    )
+    decoder.add("long", Request(long_prompt, DecodingOptions(max_tokens=40)))
+    for handle, (ids, n, *_) in enumerate(references[:3]):
+        decoder.add(handle, Request(ids, DecodingOptions(max_tokens=n)))
+    tokens = {handle: [] for handle in range(3)}
+    for update in decoder.step():
+        tokens.get(update.handle, []).extend(update.tokens)
+    grown = decoder.cache.capacity
+    assert grown > CHUNK and len(decoder.rows) == 4
+    decoder.remove("long")
+    longest = max(decoder.cache.lengths)
+    assert decoder.cache.capacity == max(CHUNK, -(-longest // CHUNK) * CHUNK) < grown
+    while decoder.rows:
+        for update in decoder.step():
+            tokens[update.handle] += update.tokens
+    assert all(tokens[handle] == references[handle][2] for handle in tokens)
 
 
 def test_at_most_one_host_read_per_step_for_the_whole_batch(embedded, references, monkeypatch):

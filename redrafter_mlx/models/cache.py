@@ -227,16 +227,19 @@ class BatchKVCache:
         return [(k[b : b + 1, :, :n, :], v[b : b + 1, :, :n, :]) for k, v in zip(self.keys, self.values)]
 
     def keep(self, rows: list[int]) -> None:
-        """Keep only these rows, in this order (the others' answers ended)."""
+        """Keep only these rows, in this order (the others' answers ended), and shrink the
+        capacity to the chunks the longest of them needs: under continuous load it would
+        otherwise ratchet up to the longest answer ever seen, times the batch."""
         if not rows:
             self.keys = [None] * len(self.keys)
             self.values = [None] * len(self.values)
             self._set_lengths([])
             return
         index = mx.array(rows, mx.int32)
+        needed = max(self.chunk, -(-max(self.lengths[r] for r in rows) // self.chunk) * self.chunk)
         for store in (self.keys, self.values):
             for layer, a in enumerate(store):
-                store[layer] = a[index]
+                store[layer] = a[index, :, : min(needed, a.shape[2]), :]
         self._set_lengths([self.lengths[r] for r in rows])
 
     def state(self) -> list[mx.array]:
