@@ -91,7 +91,7 @@ def calibrate(
     model = loaded.model
     longest = max(s.max_packed for s in grid)
     sizes = sorted(set(range(1, longest + 1)) | {p for p in (8, 16, 24, 32) if p > longest and p < 2 * longest})
-    verify_ms = {p: 1e3 * t for p, t in verify_cost(model, sizes, repeats=4).items()}
+    verify_ms = {p: 1e3 * t for p, t in verify_cost(model, sizes, repeats=2).items()}
     advance("verify cost")
     draft_ms = {}
     for shape in grid:

@@ -16,22 +16,27 @@ from redrafter_mlx.sampling import greedy
 from redrafter_mlx.verify.tree_attention import verify_mask
 
 
-def verify_cost(model, sizes: list[int], context: int = 200, repeats: int = 6) -> dict[int, float]:
-    """Seconds (minimum over `repeats`) of a greedy verify pass over P tokens on top of a
-    `context`-token cache, for every P in `sizes`: forward with the tree mask and per-token
-    positions, logits, argmax, exactly as `generate_redrafter` runs it. Nothing is committed,
-    so every pass sees the same cache."""
+def verify_cost(model, sizes: list[int], context: int = 200, growth: int = 256, repeats: int = 6) -> dict[int, float]:
+    """Seconds of a greedy verify pass over P tokens, for every P in `sizes`, on a cache that
+    grows as decoding grows it: the mean over contexts `context`, `context + growth / 2` and
+    `context + growth` of the minimum over `repeats` passes (measured at one context, the
+    loop's cost was under-priced). Forward with the tree mask and per-token positions,
+    logits, argmax, exactly as `generate_redrafter` runs it; nothing is committed."""
     cache = model.make_cache()
-    mx.eval(prefill(model, mx.arange(context, dtype=mx.uint32) % 1000 + 100, cache))
-    times = {}
-    for size in sizes:
-        tokens = mx.arange(size, dtype=mx.int32)[None] + 200
-        positions = mx.arange(size)[None] + cache.length
-        mask = verify_mask(mx.tril(mx.ones((size, size), dtype=mx.bool_)), cache.length)
-        samples = []
-        for _ in range(repeats + 1):
-            tic = time.perf_counter()
-            mx.eval(greedy(model.logits(model(tokens, cache, positions, mask)[0])))
-            samples.append(time.perf_counter() - tic)
-        times[size] = min(samples[1:])  # the first pass warms up
-    return times
+    mx.eval(prefill(model, mx.arange(context + growth, dtype=mx.uint32) % 1000 + 100, cache))
+    lengths = [context + growth, context + growth // 2, context]  # trimmed down to each in turn
+    samples: dict[int, list[float]] = {size: [] for size in sizes}
+    for length in lengths:
+        cache.trim(length)
+        for size in sizes:
+            tokens = mx.arange(size, dtype=mx.int32)[None] + 200
+            positions = mx.arange(size)[None] + cache.length
+            tree = mx.tril(mx.ones((size, size), dtype=mx.bool_))
+            mask = verify_mask(tree, cache.length, cache.span(size))
+            times = []
+            for _ in range(repeats + 1):
+                tic = time.perf_counter()
+                mx.eval(greedy(model.logits(model(tokens, cache, positions, mask)[0])))
+                times.append(time.perf_counter() - tic)
+            samples[size].append(min(times[1:]))  # the first pass warms up
+    return {size: sum(times) / len(times) for size, times in samples.items()}

@@ -212,9 +212,8 @@ def generate_redrafter(
         packed = pack(beams, layout, padded[count])
         timer.mark("pack", packed.tokens, packed.mask)
         positions = (packed.depth + cache.length)[None]
-        block, feed = split(
-            model(packed.tokens[None], cache, positions, verify_mask(packed.mask, cache.length), taps)[0]
-        )
+        mask = verify_mask(packed.mask, cache.length, cache.span(packed.tokens.shape[0]))
+        block, feed = split(model(packed.tokens[None], cache, positions, mask, taps)[0])
         scores = sampler_scores(sampler, model.logits(block))
         timer.mark("verify", scores)
         r = accept(beams, layout.unpack_index, scores, sampler)

@@ -5,7 +5,10 @@ fixed size L whose valid length `count` is still lazy (the host reads it with th
 accepted tokens), and `commit` keeps them once it is known. Drafting then writes each
 depth's W beam tokens after that block into a scratch that lives for one proposal; every
 beam token attends to the committed text, the valid staged tokens and its own ancestors
-(its lineage of scratch slots, which the beam search reorders with the beams).
+(its lineage of scratch slots, which the beam search reorders with the beams). The text's keys
+are read up to the cache's `span`, and the beams' slots padded to whole `SLOT_BLOCK`s (the
+mask hides both paddings), so that every depth's attention meets one key length per chunk of
+text (`models.cache`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 import mlx.core as mx
 
 from ..models.cache import KVCache
+
+SLOT_BLOCK = 64  # beam slots are read in blocks of this many (a tree's are fewer)
 
 
 class DraftCache:
@@ -24,13 +29,14 @@ class DraftCache:
         self.count = mx.array(0, mx.int32)  # how many of them are valid (lazy)
 
     def stage_inputs(self, size: int, count: mx.array) -> tuple[mx.array, mx.array]:
-        """Positions (1, size) and mask (1, 1, size, n + size) for a block of `size` tokens
+        """Positions (1, size) and mask (1, 1, size, span) for a block of `size` tokens
         appended to the n committed ones, of which the first `count` will be kept."""
         self.staged, self.count = size, count.astype(mx.int32)
-        n = self.cache.length
+        n, span = self.cache.length, self.cache.span(size)
         positions = (n + mx.arange(size, dtype=mx.int32))[None]
         causal = mx.arange(size)[:, None] >= mx.arange(size)[None, :]
-        mask = mx.concatenate([mx.ones((size, n), mx.bool_), causal], axis=1)
+        padding = mx.zeros((size, span - n - size), mx.bool_)
+        mask = mx.concatenate([mx.ones((size, n), mx.bool_), causal, padding], axis=1)
         return positions, mask[None, None]
 
     def commit(self, count: int) -> None:
@@ -61,26 +67,41 @@ class TreeScratch:
     def length(self) -> int:
         return self.base.cache.length
 
-    def key_positions(self, positions: mx.array) -> mx.array:
+    @property
+    def text_span(self) -> int:
+        """Key columns of the text (committed and staged, then padding) every depth reads."""
+        return self.base.cache.span(self.base.staged)
+
+    def _slot_padding(self, slots: int) -> int:
+        return -(-slots // SLOT_BLOCK) * SLOT_BLOCK - slots
+
+    def key_positions(self, positions: mx.array, columns: int | None = None) -> mx.array:
         """(1, S) RoPE positions of every key the current depth's block sees (`write`)."""
-        text = mx.arange(self.base.cache.length + self.base.staged, dtype=mx.int32)[None]
-        return mx.concatenate([text, *self.slot_positions], axis=1)
+        text = mx.arange(self.text_span, dtype=mx.int32)[None]
+        slots = sum(p.shape[1] for p in self.slot_positions)  # the current depth's included
+        padding = mx.zeros((1, self._slot_padding(slots)), mx.int32)
+        return mx.concatenate([text, *self.slot_positions, padding], axis=1)
 
     def key_extents(self, block: int) -> None:
-        """One sequence: every key `write` returns is visible (`attention`'s extents)."""
+        """The text's padding sits before the beams' keys: the mask hides it, not the extents."""
         return None
 
-    def write(self, layer: int, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
-        """Append a depth's beam tokens (1, n_kv, W, Dh); return every key/value visible."""
-        end = self.base.cache.length + self.base.staged
+    def write(
+        self, layer: int, keys: mx.array, values: mx.array, columns: int | None = None
+    ) -> tuple[mx.array, mx.array]:
+        """Append a depth's beam tokens (1, n_kv, W, Dh); return the text's keys/values up to
+        `text_span` and every beam token's (`columns`, the mask's width, is their count)."""
+        end = self.text_span
         self.keys[layer].append(keys)
         self.values[layer].append(values)
         if layer == 0:
             self.slots += keys.shape[2]
+        B, n_kv, _, head_dim = keys.shape
+        padding = mx.zeros((B, n_kv, self._slot_padding(self.slots), head_dim), keys.dtype)
         stored = (self.base.cache.keys[layer][..., :end, :], self.base.cache.values[layer][..., :end, :])
         return (
-            mx.concatenate([stored[0], *self.keys[layer]], axis=2),
-            mx.concatenate([stored[1], *self.values[layer]], axis=2),
+            mx.concatenate([stored[0], *self.keys[layer], padding], axis=2),
+            mx.concatenate([stored[1], *self.values[layer], padding], axis=2),
         )
 
     def step_inputs(self, lineage: mx.array, depth: int) -> tuple[mx.array, mx.array, mx.array]:
@@ -95,8 +116,10 @@ class TreeScratch:
             [
                 mx.ones((width, n), mx.bool_),
                 mx.broadcast_to(mx.arange(staged)[None, :] < base.count, (width, staged)),
+                mx.zeros((width, self.text_span - n - staged), mx.bool_),
                 earlier,
                 mx.eye(width, dtype=mx.bool_),
+                mx.zeros((width, self._slot_padding(written + width)), mx.bool_),
             ],
             axis=1,
         )

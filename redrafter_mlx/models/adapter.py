@@ -5,8 +5,9 @@ mlx-lm's attention layers ask their cache for three things: `offset` (the RoPE p
 `update_and_fetch` (store this block, return every key so far) and, through
 `create_attention_mask`, `make_mask`. `TreeModel` answers them from our `KVCache` for the
 duration of one call: the offset is the block's per-token positions, the fetched keys are
-the committed cache plus the pending (uncommitted) block, and the mask is the caller's tree
-mask, narrowed to the layer's window where it has one. Each layer's `rope` is wrapped once so
+the committed cache plus the pending (uncommitted) block (up to the mask's width, the cache's
+`span`), and the mask is the caller's tree mask, narrowed to the layer's window where it has
+one, made additive once per call. Each layer's `rope` is wrapped once so
 that it rotates every token at its own position. Nothing of mlx-lm is copied, so a model
 mlx-lm fixes or adds is verified as mlx-lm runs it.
 """
@@ -23,6 +24,7 @@ from mlx_lm.models.base import create_causal_mask
 from mlx_lm.models.cache import KVCache as MlxKVCache
 from mlx_lm.models.cache import RotatingKVCache
 
+from .attention import additive
 from .cache import BatchKVCache, KVCache
 from .llm import Mask
 from .rope import PositionedRoPE
@@ -69,9 +71,10 @@ def _report_inputs(layer: nn.Module) -> None:
 class _Block:
     """One forward call's block as the layers see it: where it sits and what it may attend."""
 
-    def __init__(self, cache: Any, positions: mx.array | None, mask: Mask, grouped: bool):
-        self.cache, self.positions, self.mask, self.grouped = cache, positions, mask, grouped
-        self._windowed: dict[int | None, mx.array] = {}
+    def __init__(self, cache: Any, positions: mx.array | None, mask: Mask, grouped: bool, dtype: mx.Dtype):
+        self.cache, self.positions, self.mask, self.grouped, self.dtype = cache, positions, mask, grouped, dtype
+        self.columns = mask.shape[-1] if isinstance(mask, mx.array) else None  # keys each layer reads
+        self._windowed: dict[tuple[int | None, bool], Mask] = {}
 
     @property
     def offset(self) -> int | mx.array:
@@ -82,18 +85,18 @@ class _Block:
         return mask[:, :, None] if self.grouped and isinstance(mask, mx.array) and mask.ndim == 4 else mask
 
     def _mask(self, N: int, return_array: bool, window_size: int | None) -> Mask:
-        if window_size is None and not (return_array and not isinstance(self.mask, mx.array)):
-            return self.mask
-        if self.positions is None:  # a plain causal block at the cache's end: mlx-lm's own mask
-            return create_causal_mask(N, self.cache.length, window_size=window_size)
-        if window_size not in self._windowed:
-            self._windowed[window_size] = self._explicit(window_size)
-        return self._windowed[window_size]
+        if self.positions is None and (window_size is not None or return_array and not isinstance(self.mask, mx.array)):
+            return create_causal_mask(N, self.cache.length, window_size=window_size)  # a plain causal block
+        key = (window_size, return_array)
+        if key not in self._windowed:
+            plain = window_size is None and not (return_array and not isinstance(self.mask, mx.array))
+            self._windowed[key] = additive(self.mask if plain else self._explicit(window_size), self.dtype)
+        return self._windowed[key]
 
     def _explicit(self, window: int | None) -> mx.array:
         """The caller's mask as a bool array, keys farther than `window` positions hidden
         (every cache says where its keys sit: `key_positions`)."""
-        keys = self.cache.key_positions(self.positions)  # (B, S)
+        keys = self.cache.key_positions(self.positions, self.columns)  # (B, S)
         B, T = self.positions.shape
         mask = self.mask if isinstance(self.mask, mx.array) else mx.ones((B, 1, T, keys.shape[1]), mx.bool_)
         if window is not None:
@@ -112,7 +115,7 @@ class _LayerView:
         return self.block.offset
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
-        return self.block.cache.write(self.layer, keys, values)
+        return self.block.cache.write(self.layer, keys, values, self.block.columns)
 
     def make_mask(self, N: int, return_array: bool = False, window_size: int | None = None) -> Mask:
         return self.block.make_mask(N, return_array, window_size)
@@ -156,7 +159,8 @@ class TreeModel(nn.Module):
         cache = cache if cache is not None else self.make_cache()
         if isinstance(mask, str) and tokens.shape[1] == 1:
             mask = None
-        block = _Block(cache, positions, mask, self.args.model_type in GROUPED_SCORES)
+        dtype = self.embedding(tokens[:1, :1]).dtype  # the activations' (a quantized table's scales)
+        block = _Block(cache, positions, mask, self.args.model_type in GROUPED_SCORES, dtype)
         views = [_LayerView(block, i) for i in range(self.args.num_hidden_layers)]
         if not taps:
             return self._text.model(tokens, cache=views)

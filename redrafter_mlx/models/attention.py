@@ -42,11 +42,27 @@ def attention(
     H_kv (grouped queries); `mask`: None, "causal" (the T queries are the last T of the S
     positions) or bool/additive, broadcastable to (B, 1, T, S). `extents`: per row, how many
     of the S keys it may see at most (a batch row's own length: later columns are masked),
-    so that in a batch with one long conversation the short rows do not pay for its keys."""
+    so that in a batch with one long conversation the short rows do not pay for its keys.
+    A GPU attends over all S (the cache's `span`: few shapes); a CPU, where shapes cost
+    nothing, only up to the longest extent."""
     B, H, T, _ = q.shape
-    if B * H * T * k.shape[2] < WRITTEN_OUT or device.on_gpu():
+    if device.on_gpu():
+        return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+    if extents and max(extents) < k.shape[2]:
+        S = max(extents)
+        k, v = k[:, :, :S], v[:, :, :S]
+        mask = mask[..., :S] if isinstance(mask, mx.array) else mask
+    if B * H * T * k.shape[2] < WRITTEN_OUT:
         return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
     return _in_blocks(q, k, v, scale, mask, None if isinstance(mask, str) else extents)
+
+
+def additive(mask: Mask, dtype: mx.Dtype) -> Mask:
+    """A bool mask as the one attention adds to its scores (0, or the dtype's lowest value),
+    built once per forward pass: a bool mask would be converted again by every layer."""
+    if not isinstance(mask, mx.array) or mask.dtype != mx.bool_:
+        return mask
+    return mx.where(mask, mx.array(0, dtype), mx.array(mx.finfo(dtype).min, dtype))
 
 
 def _in_blocks(
@@ -106,19 +122,6 @@ def _written_out(q: mx.array, k: mx.array, v: mx.array, scale: float, mask: mx.a
     if mask is not None:
         mask = mask[:, :, None] if mask.ndim == 4 else mask  # (B, 1, T, S) -> (B, 1, 1, T, S)
         scores = mx.where(mask, scores, -mx.inf) if mask.dtype == mx.bool_ else scores + mask
-    weights = _exp(scores - scores.max(axis=-1, keepdims=True))
+    weights = fastmath.exp(scores - scores.max(axis=-1, keepdims=True))
     weights = weights / weights.sum(axis=-1, keepdims=True)
     return (weights.astype(v.dtype).reshape(B, groups, -1, S) @ v).reshape(B, H, T, D)
-
-
-def _exp(x: mx.array) -> mx.array:
-    """`fastmath.exp` of `x` flattened and padded to a size with 4 significant bits: the
-    compiled kernel traces once per size, and scores change size at every step, so this
-    bounds its traces to about 8 a doubling, for at most 1/8 more work."""
-    n = x.size
-    step = 1 << max(n.bit_length() - 4, 0)
-    padded = -(-n // step) * step
-    flat = x.reshape(-1)
-    if padded > n:
-        flat = mx.concatenate([flat, mx.zeros((padded - n,), x.dtype)])
-    return fastmath.exp(flat)[:n].reshape(x.shape)

@@ -5,6 +5,12 @@ length itself. The decoding loop then commits: a plain prefix of the block (pref
 autoregressive steps) or, after `gather_pending`, a path through it (ReDrafter verification). The committed
 length is a Python int that only ever changes from a value the loop already read from the
 device, so the cache adds no host synchronisation of its own.
+
+A block under an array mask (a verified tree, rows of a batch) attends over `span` key
+columns: its end rounded up to whole chunks, the mask hiding the columns past it. So
+multi-query attention meets one key length per chunk of context instead of a new one every
+step: GPU attention backends cache a compiled graph per exact shape (MLX's CUDA backend
+builds a cuDNN graph per shape and aborts after hundreds of misses).
 """
 
 from __future__ import annotations
@@ -31,14 +37,22 @@ class KVCache:
     def capacity(self) -> int:
         return 0 if self.keys[0] is None else self.keys[0].shape[2]
 
-    def write(self, layer: int, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
-        """Store a pending block (B, n_kv, T, Dh) at `length`; return all keys/values up to it."""
+    def span(self, block: int) -> int:
+        """Key columns a block of `block` tokens under an array mask attends over (`write`)."""
+        return -(-(self.length + block) // self.chunk) * self.chunk
+
+    def write(
+        self, layer: int, keys: mx.array, values: mx.array, columns: int | None = None
+    ) -> tuple[mx.array, mx.array]:
+        """Store a pending block (B, n_kv, T, Dh) at `length`; return the first `columns`
+        keys/values (default: up to the block's end; more: `span`, the mask hides the rest)."""
         start, end = self.length, self.length + keys.shape[2]
-        if end > (self.keys[layer].shape[2] if self.keys[layer] is not None else 0):
-            self._grow(layer, keys, end)
+        columns = columns or end
+        if max(end, columns) > (self.keys[layer].shape[2] if self.keys[layer] is not None else 0):
+            self._grow(layer, keys, max(end, columns))
         self.keys[layer][..., start:end, :] = keys
         self.values[layer][..., start:end, :] = values
-        return self.keys[layer][..., :end, :], self.values[layer][..., :end, :]
+        return self.keys[layer][..., :columns, :], self.values[layer][..., :columns, :]
 
     def _grow(self, layer: int, like: mx.array, needed: int) -> None:
         B, n_kv, _, head_dim = like.shape
@@ -50,10 +64,10 @@ class KVCache:
             fresh[1][..., : self.length, :] = old_v[..., : self.length, :]
         self.keys[layer], self.values[layer] = fresh
 
-    def key_extents(self, block: int) -> list[int] | None:
-        """Per row, the keys a block of `block` tokens sees (`attention`'s extents): None,
-        every row sees all of them."""
-        return None
+    def key_extents(self, block: int) -> list[int]:
+        """The keys a block of `block` tokens sees (`attention`'s extents): the columns of a
+        `span` past them are padding."""
+        return [self.length + block]
 
     def commit(self, n: int) -> None:
         """Keep the first n tokens of the pending block."""
@@ -69,10 +83,13 @@ class KVCache:
             self.keys[layer][..., start:end, :] = self.keys[layer][..., index, :]
             self.values[layer][..., start:end, :] = self.values[layer][..., index, :]
 
-    def key_positions(self, positions: mx.array) -> mx.array:
-        """(B, length + T) RoPE positions of every key a block at `positions` (B, T) sees."""
-        committed = mx.broadcast_to(mx.arange(self.length, dtype=mx.int32), (positions.shape[0], self.length))
-        return mx.concatenate([committed, positions.astype(mx.int32)], axis=1)
+    def key_positions(self, positions: mx.array, columns: int | None = None) -> mx.array:
+        """(B, columns) RoPE positions of the keys `write` returns for a block at `positions`
+        (B, T): the committed ones, the block's, then zeros for the padding (masked)."""
+        B, T = positions.shape
+        padding = (columns or self.length + T) - self.length - T
+        committed = mx.broadcast_to(mx.arange(self.length, dtype=mx.int32), (B, self.length))
+        return mx.concatenate([committed, positions.astype(mx.int32), mx.zeros((B, padding), mx.int32)], axis=1)
 
     def trim(self, length: int) -> None:
         """Forget everything after `length` (e.g. to rewind a chat turn)."""
@@ -131,16 +148,25 @@ class BatchKVCache:
             for layer, a in enumerate(store):
                 store[layer] = _padded(a, capacity)
 
-    def write(self, layer: int, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
-        """Store a pending block (B, n_kv, T, Dh) at every row's length; return the keys and
-        values up to the longest row's block end (columns past a row's own end are masked)."""
+    def span(self, block: int) -> int:
+        """Key columns a pending block of `block` tokens attends over (`attention_mask`): the
+        longest row's block end rounded up to whole chunks."""
+        return -(-(max(self.lengths) + block) // self.chunk) * self.chunk
+
+    def write(
+        self, layer: int, keys: mx.array, values: mx.array, columns: int | None = None
+    ) -> tuple[mx.array, mx.array]:
+        """Store a pending block (B, n_kv, T, Dh) at every row's length; return the first
+        `columns` keys and values (default: up to the longest row's block end; columns past a
+        row's own end are masked)."""
         block = keys.shape[2]
         end = max(self.lengths) + block
-        capacity = -(-end // self.chunk) * self.chunk
+        columns = columns or end
+        capacity = -(-max(end, columns) // self.chunk) * self.chunk
         if self.keys[layer] is None:  # rows that hold nothing yet: prompts prefilled together
             shape = (*keys.shape[:2], capacity, keys.shape[3])
             self.keys[layer], self.values[layer] = mx.zeros(shape, keys.dtype), mx.zeros(shape, values.dtype)
-        elif end > self.capacity:
+        elif capacity > self.capacity:
             self._resize(capacity)
         if self._block_index is None or self._block_index.shape != keys.shape:
             self._block_index = mx.broadcast_to(
@@ -148,7 +174,7 @@ class BatchKVCache:
             )
         self.keys[layer] = mx.put_along_axis(self.keys[layer], self._block_index, keys, axis=2)
         self.values[layer] = mx.put_along_axis(self.values[layer], self._block_index, values, axis=2)
-        return self.keys[layer][..., :end, :], self.values[layer][..., :end, :]
+        return self.keys[layer][..., :columns, :], self.values[layer][..., :columns, :]
 
     def key_extents(self, block: int) -> list[int]:
         """Per row, the keys a pending block of `block` tokens sees: its own committed tokens
@@ -157,21 +183,21 @@ class BatchKVCache:
 
     def attention_mask(self, tree_mask: mx.array) -> mx.array:
         """(B, 1, P, S) for a pending block with tree masks (B, P, P): each row sees its own
-        committed tokens and, after them, its block's ancestors (S = longest row + P)."""
+        committed tokens and, after them, its block's ancestors (S = `span`)."""
         block = tree_mask.shape[-1]
-        columns = mx.arange(max(self.lengths) + block, dtype=mx.int32)[None, None, :]
+        columns = mx.arange(self.span(block), dtype=mx.int32)[None, None, :]
         relative = columns - self._offsets[:, None, None]  # (B, 1, S): column within the row's block
         inside = (relative >= 0) & (relative < block)
         rows = mx.broadcast_to(mx.clip(relative, 0, block - 1), (tree_mask.shape[0], block, columns.shape[-1]))
         in_tree = mx.take_along_axis(tree_mask, rows, axis=2) & inside
         return ((relative < 0) | in_tree)[:, None]
 
-    def key_positions(self, positions: mx.array) -> mx.array:
-        """(B, S) RoPE positions of the keys `write` returns for a block at `positions` (B, T):
-        a row's committed tokens, then its block (columns past its end hold clipped values,
-        masked by `attention_mask`)."""
+    def key_positions(self, positions: mx.array, columns: int | None = None) -> mx.array:
+        """(B, S) RoPE positions of the keys `write` returns for a block at `positions` (B, T)
+        (S: `columns`, default `span`): a row's committed tokens, then its block (columns past
+        its end hold clipped values, masked by `attention_mask`)."""
         T = positions.shape[1]
-        columns = mx.arange(max(self.lengths) + T, dtype=mx.int32)[None]
+        columns = mx.arange(columns or self.span(T), dtype=mx.int32)[None]
         relative = columns - self._offsets[:, None]
         block = mx.take_along_axis(positions.astype(mx.int32), mx.clip(relative, 0, T - 1), axis=1)
         return mx.where(relative < 0, columns, block)

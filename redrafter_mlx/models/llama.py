@@ -13,6 +13,7 @@ by about 6% on a 2-core x86 CPU (fewer, fused ops to dispatch).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -20,13 +21,13 @@ from mlx_lm.models.llama import ModelArgs
 from mlx_lm.models.rope_utils import initialize_rope
 
 from ..runtime import fastmath
-from .attention import attention
+from .attention import additive, attention
 from .cache import KVCache
 from .llm import Mask, Segment
 from .pipeline import Stage
 from .rope import PositionedRoPE
 
-# Blocks up to this long per row run compiled layers; longer ones (prefill) would retrace per length.
+# Blocks up to this long per row, under an array mask, run compiled layers (traced per length).
 COMPILED_MAX_TOKENS = 64
 # A short block's layers are handed to the device this many at a time (`mx.async_eval`), so
 # that building the next layers' graph overlaps their compute: 5 to 7% of a verify step on a
@@ -69,8 +70,9 @@ class Attention(nn.Module):
         and values to `cache` (uncommitted)."""
         if cache is None:
             return attention(q, k, v, self.scale, mask)
+        columns = mask.shape[-1] if isinstance(mask, mx.array) else None  # the cache's `span`
         extents = cache.key_extents(q.shape[2])
-        return attention(q, *cache.write(layer, k, v), self.scale, mask, extents)
+        return attention(q, *cache.write(layer, k, v, columns), self.scale, mask, extents)
 
     def output(self, attended: mx.array) -> mx.array:
         B, _, T, _ = attended.shape
@@ -198,12 +200,15 @@ class Model(nn.Module):
         h = self.model.embed_tokens(tokens)
         if self.stage is not None:
             h = self.stage.receive(h)
-        compiled = T <= COMPILED_MAX_TOKENS
+        # Compiled for a token and the few block lengths decoding uses (trees, joins' widths);
+        # a plain prompt would trace them again for every new length (about 0.2 s each).
+        compiled = T <= COMPILED_MAX_TOKENS and (T == 1 or not isinstance(mask, str))
         pos = positions if positions is not None else (cache.length if cache else 0)
         if compiled and isinstance(pos, int):
             pos = mx.broadcast_to(mx.arange(pos, pos + T)[None], (B, T))
         if isinstance(mask, str) and T == 1:
             mask = None
+        mask = additive(mask, h.dtype)
         seen = {}
         for i, layer in enumerate(self.model.layers):
             if i in taps:
@@ -223,6 +228,7 @@ class Model(nn.Module):
         segment's hidden states (B, T, D (+ taps)), as `__call__` would."""
         sizes = [s.tokens.size for s in segments]
         h = self.model.embed_tokens(mx.concatenate([s.tokens.reshape(-1) for s in segments]))[None]
+        segments = [replace(s, mask=additive(s.mask, h.dtype)) for s in segments]
         positions = mx.concatenate([s.positions.reshape(-1) for s in segments])[None]
         seen = {}
         for i, layer in enumerate(self.model.layers):

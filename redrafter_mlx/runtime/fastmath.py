@@ -28,20 +28,30 @@ _LOG2E = 1.4426950408889634
 _TAYLOR_2F = [math.log(2) ** k / math.factorial(k) for k in range(8)]  # 2^f = e^(f ln 2)
 
 
-def _poly_exp(x: mx.array) -> mx.array:
+def _exp_parts(x: mx.array) -> tuple[mx.array, mx.array]:
+    """2^f as a polynomial, and n as the bits of the float32 2^n."""
     t = mx.clip(x.astype(mx.float32) * _LOG2E, -126.0, 127.0)  # normal float32 exponents
     n = mx.round(t)
     f = t - n
     p = mx.array(_TAYLOR_2F[-1], mx.float32)
     for c in reversed(_TAYLOR_2F[:-1]):
         p = p * f + c
-    two_n = mx.view(mx.left_shift(n.astype(mx.int32) + 127, 23), mx.float32)
-    return (p * two_n).astype(x.dtype)
+    return p, mx.left_shift(n.astype(mx.int32) + 127, 23)
 
 
-@mx.compile
+def _poly_exp(x: mx.array) -> mx.array:
+    p, bits = _exp_parts(x)
+    return (p * mx.view(bits, mx.float32)).astype(x.dtype)
+
+
+# Traced once for every shape (attention's scores change size at every step): `view` cannot be
+# traced shapeless, so it and the product run after the compiled parts, as fast (two cheap ops).
+_shapeless_parts = mx.compile(lambda x: _exp_parts(x), shapeless=True)
+
+
 def _cpu_exp(x: mx.array) -> mx.array:
-    return _poly_exp(x)
+    p, bits = _shapeless_parts(x)
+    return (p * mx.view(bits, mx.float32)).astype(x.dtype)
 
 
 @mx.custom_function

@@ -15,6 +15,8 @@ from dataclasses import dataclass, fields
 
 import mlx.core as mx
 
+from ..runtime import device
+
 
 def dedup_prefix(beams: mx.array) -> mx.array:
     """For every prefix beams[i, :k+1], the smallest beam index j sharing it.
@@ -96,13 +98,19 @@ def pack(beams: mx.array, layout: TreeLayout, size: int) -> PackedTree:
     return PackedTree(tokens, depth, mask)
 
 
-def verify_mask(tree_mask: mx.array, cache_length: int) -> mx.array:
-    """(1, 1, P, cache_length + P): every packed token sees the whole committed cache."""
+def verify_mask(tree_mask: mx.array, cache_length: int, columns: int | None = None) -> mx.array:
+    """(1, 1, P, columns): every packed token sees the whole committed cache and its tree
+    ancestors; the columns after them (default none: `KVCache.span` pads to a chunk) are hidden."""
     size = tree_mask.shape[0]
+    padding = (columns or cache_length + size) - cache_length - size
     seen = mx.ones((size, cache_length), dtype=mx.bool_)
-    return mx.concatenate([seen, tree_mask], axis=1)[None, None]
+    return mx.concatenate([seen, tree_mask, mx.zeros((size, padding), mx.bool_)], axis=1)[None, None]
 
 
-def bucket(count: int, limit: int, step: int = 4) -> int:
-    """Padded packed length: the next multiple of `step`, at most `limit` (= 1 + W(L-1))."""
+def bucket(count: int, limit: int, step: int | None = None) -> int:
+    """Padded packed length: the next multiple of `step`, at most `limit` (= 1 + W(L-1)).
+    Default step: 4 on a CPU, where a verify pass costs more with every token; on a GPU the
+    whole limit, one length per tree: there verifying a few more tokens costs little, and
+    every length is another compiled attention graph."""
+    step = step or (limit if device.on_gpu() else 4)
     return min(-(-count // step) * step, limit)
