@@ -21,6 +21,7 @@ from openai import AsyncOpenAI, OpenAI
 from prometheus_client.parser import text_string_to_metric_families
 
 from redrafter_mlx.api import Pipeline, generate
+from redrafter_mlx.decoding.batch import BatchDecoder, Request
 from redrafter_mlx.decoding.loop import generate_ar, generate_redrafter
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.loading import load_drafter_for
@@ -29,6 +30,7 @@ from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.profiling.load_test import free_port
 from redrafter_mlx.prompting import encode_prompt
 from redrafter_mlx.serve.app import Batching, Limits
+from redrafter_mlx.serve.engine import Engine
 from redrafter_mlx.serve.replies import StopMatcher
 from redrafter_mlx.tuning import DraftPlan
 
@@ -459,8 +461,6 @@ def test_the_cli_serves_and_drains_on_sigterm():
 def test_a_failed_step_is_a_logged_500_with_its_request_id_and_the_server_goes_on(pipeline, monkeypatch, caplog):
     """Every 5xx reaches the log with the request id, the exception and its traceback, and the
     client gets the id in OpenAI's error shape and `x-request-id`; the next request is served."""
-    from redrafter_mlx.decoding.batch import BatchDecoder
-
     verify = BatchDecoder.verify
     failures = iter([RuntimeError("an injected failure")])
 
@@ -484,3 +484,39 @@ def test_a_failed_step_is_a_logged_500_with_its_request_id_and_the_server_goes_o
     assert request_id in record.getMessage() and "injected" in record.getMessage()
     assert record.exc_info and "failing_once" in logging.Formatter().formatException(record.exc_info)
     assert served.status_code == 200 and served.json()["choices"][0]["message"]["content"]
+
+
+def test_an_idle_engine_admits_a_burst_together(pipeline, monkeypatch):
+    """Requests arriving within the coalescing window of an idle engine are prefilled and admitted
+    in one step (without it, the worker would wake to the first and start on it alone)."""
+    first_admitted, admit = [], BatchDecoder.admit
+
+    def recording(self):
+        updates = admit(self)
+        if updates and not first_admitted:
+            first_admitted.append(len(updates))
+        return updates
+
+    monkeypatch.setattr(BatchDecoder, "admit", recording)
+    engine = Engine(lambda: BatchDecoder(pipeline.loaded.model, pipeline.drafter), coalesce=0.5)
+    engine.start()
+    prompts = [encode_prompt(pipeline.tokenizer, f"Count to {n}.") for n in range(3, 7)]
+
+    async def burst() -> list:
+        tickets = []
+        for ids in prompts:  # 20 ms apart: one at a time without the window
+            tickets.append(engine.submit(Request(ids, DecodingOptions(max_tokens=2))))
+            time.sleep(0.02)
+        ends = []
+        for ticket in tickets:
+            while not isinstance(update := await ticket.events.get(), Exception) and not update.finish_reason:
+                pass
+            ends.append(update)
+        return ends
+
+    try:
+        ends = asyncio.run(burst())
+    finally:
+        engine.stop()
+    assert all(not isinstance(end, Exception) and end.finish_reason for end in ends)
+    assert first_admitted == [len(prompts)]

@@ -3,7 +3,10 @@
 HTTP handlers run on the event loop; MLX runs only on the worker thread, which admits waiting
 requests into the `BatchDecoder` between steps (up to `max_batch` rows), runs a step, and
 hands every row's update back to its request's asyncio queue. A request that is cancelled
-(its client left) leaves the batch before the next step.
+(its client left) leaves the batch before the next step. An idle worker that wakes to a request
+waits `COALESCE_SECONDS` for the rest of its burst, which then prefills in shared passes: a
+burst admitted one request at a time would prefill one prompt a pass, each pass streaming the
+weights again.
 
 Across ranks (`mlx.launch`), rank 0 serves HTTP and tells the others, before every step,
 which requests join and leave (`Orders`); each of them replays its steps (`follow`) on its
@@ -19,6 +22,7 @@ import logging
 import random
 import signal
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -30,6 +34,7 @@ from ..decoding.batch import BatchDecoder, Request, Update
 from ..runtime import distributed
 
 LOG = logging.getLogger("redrafter.errors")
+COALESCE_SECONDS = 0.005  # a few ms of a prefill's hundreds
 
 
 class QueueFull(Exception):
@@ -87,7 +92,8 @@ def seeded(request: Request) -> Request:
 
 class Engine:
     """Continuous batching over one `BatchDecoder` on a worker thread; `lead`: rank 0 of a
-    distributed server, whose every step the other ranks `follow`."""
+    distributed server, whose every step the other ranks `follow`; `coalesce`: seconds an idle
+    worker waits for the rest of a burst."""
 
     def __init__(
         self,
@@ -96,8 +102,9 @@ class Engine:
         max_batch: int = 8,
         max_queue: int = 64,
         lead: bool = False,
+        coalesce: float = COALESCE_SECONDS,
     ):
-        self.make_decoder, self.lead = make_decoder, lead
+        self.make_decoder, self.lead, self.coalesce = make_decoder, lead, coalesce
         self.decoder: BatchDecoder | None = None  # built on the worker, which owns MLX
         self.max_batch, self.max_queue = max_batch, max_queue
         self._waiting: deque[Ticket] = deque()
@@ -164,6 +171,8 @@ class Engine:
             with self._wake:
                 while not (self._stopping or self._waiting or self._active):
                     self._wake.wait()
+                if not self._active:
+                    self._gather_burst()
                 if self._stopping:
                     break
                 cancelled = [t for t in self._active.values() if t.cancelled]
@@ -203,6 +212,13 @@ class Engine:
             self._waiting.clear()
         for ticket in left:
             self._deliver(ticket, Update(ticket.handle, [], GenerationStats(), "cancelled"))
+
+    def _gather_burst(self) -> None:
+        """Wait (the lock held by the caller, released while waiting) until `coalesce` seconds
+        after the first request, or a full batch, or a stop."""
+        deadline = time.monotonic() + self.coalesce
+        while not self._stopping and len(self._waiting) < self.max_batch and (left := deadline - time.monotonic()) > 0:
+            self._wake.wait(left)
 
     def _route(self, update: Update) -> None:
         ticket = self._active[update.handle]
