@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import mlx.core as mx
 import pytest
 
 from redrafter_mlx.decoding.loop import decode_steps, generate_ar
@@ -15,60 +14,41 @@ from redrafter_mlx.drafting.kinds.draft_llm import DraftLLM
 from redrafter_mlx.drafting.loading import load_drafter_for
 from redrafter_mlx.models import llama
 from redrafter_mlx.models.adapter import TreeModel
+from redrafter_mlx.profiling.attention_shapes import PROMPT as STORY
+from redrafter_mlx.profiling.attention_shapes import count_shapes
 from redrafter_mlx.prompting import encode_prompt
-from redrafter_mlx.runtime import device, fastmath
+from redrafter_mlx.runtime import fastmath
 from redrafter_mlx.tuning.plan import DraftPlan
 
 from .archs import arch_config, random_mlx_lm_model
 from .helpers import collect
 
-STORY = "Write a long story about a river that runs past a mountain village."
+
+def shapes_of_answers(model, drafter, prompt, shape) -> tuple[int, int, list[int]]:
+    """Distinct attention shapes (the GPU's route forced) of a 40-token and of a 240-token
+    answer, and the latter."""
+    counts = count_shapes(model, drafter, prompt, [40, 240], DraftPlan(shape))
+    (short, _), (long, tokens) = counts[40], counts[240]
+    assert len(tokens) == 240
+    return short, long, tokens
 
 
-def attention_shapes(monkeypatch) -> set:
-    """Every (queries, keys, mask) shape of a multi-query attention call with an array mask,
-    the route GPUs take (forced here: `attention` then calls MLX's kernel whatever the size)."""
-    shapes, kernel = set(), mx.fast.scaled_dot_product_attention
-
-    def counting(q, k, v, *, scale, mask=None, **kwargs):
-        if q.shape[2] > 1 and isinstance(mask, mx.array):
-            shapes.add((q.shape, k.shape, mask.shape, mask.dtype))
-        return kernel(q, k, v, scale=scale, mask=mask, **kwargs)
-
-    monkeypatch.setattr(mx.fast, "scaled_dot_product_attention", counting)
-    monkeypatch.setattr(device, "on_gpu", lambda: True)
-    return shapes
-
-
-def shapes_of_answers(monkeypatch, model, drafter, prompt, plan_shape) -> tuple[int, int, list[int]]:
-    """Distinct attention shapes of a 40-token and of a 240-token answer, and the latter."""
-    shapes, counts = attention_shapes(monkeypatch), []
-    for n in (40, 240):
-        shapes.clear()
-        tokens, _ = collect(decode_steps(model, prompt, drafter, DraftPlan(plan_shape), max_tokens=n))
-        assert len(tokens) == n
-        counts.append(len(shapes))
-    return *counts, tokens
-
-
-def test_a_longer_answer_adds_at_most_a_shape_per_packed_length(embedded, monkeypatch):
+def test_a_longer_answer_adds_at_most_a_shape_per_packed_length(embedded):
     prompt = encode_prompt(embedded.tokenizer, STORY)
     short, long, tokens = shapes_of_answers(
-        monkeypatch, embedded.model, load_drafter_for(embedded, None), prompt, TreeShape(3, 5, 3)
+        embedded.model, load_drafter_for(embedded, None), prompt, TreeShape(3, 5, 3)
     )
     assert long - short <= 3, (short, long)
-    monkeypatch.undo()
     assert tokens == collect(generate_ar(embedded.model, prompt, max_tokens=240))[0]
 
 
-def test_an_mlx_lm_architecture_drafted_by_a_draft_llm_meets_few_shapes(embedded, monkeypatch):
+def test_an_mlx_lm_architecture_drafted_by_a_draft_llm_meets_few_shapes(embedded):
     """A draft LLM drafts its trees with multi-query attention too (depth by depth)."""
     target = TreeModel(random_mlx_lm_model(arch_config("qwen3", max_position_embeddings=4096), seed=3))
     draft = DraftLLM(TreeModel(random_mlx_lm_model(arch_config("qwen3", num_hidden_layers=2), seed=5)))
     prompt = encode_prompt(embedded.tokenizer, STORY)
-    short, long, tokens = shapes_of_answers(monkeypatch, target, draft, prompt, TreeShape(2, 4, 2))
+    short, long, tokens = shapes_of_answers(target, draft, prompt, TreeShape(2, 4, 2))
     assert long - short <= 3, (short, long)
-    monkeypatch.undo()
     assert tokens == collect(generate_ar(target, prompt, max_tokens=240))[0]
 
 
