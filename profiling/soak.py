@@ -9,6 +9,10 @@ up on a whole answer, repeated prompts and second turns (prompt-cache hits), and
 (which must get a 4xx). It reports every 5xx (none may happen), 4xx to valid bodies, the
 server's resident memory every minute, latency p50/p95 of the answers read whole by kind,
 and `/health` once the traffic stops, and exits non-zero if anything failed.
+
+Under traffic a reading of memory lands anywhere in the band the running rows' keys and values
+span, so what grew is judged at rest: after the first minute the clients pause until the server
+is idle, and its memory then is compared with its memory idle at the end.
 """
 
 from __future__ import annotations
@@ -43,6 +47,15 @@ KINDS = {  # traffic kind -> its share of requests
     "bad body": 1,
 }
 RSS_EVERY = 60.0  # seconds between memory readings
+SETTLE = 60.0  # seconds of traffic before the first reading at rest
+
+
+@dataclass
+class Memory:
+    """The server's resident bytes: (seconds, bytes) every minute, and at rest (idle)."""
+
+    by_minute: list[tuple[float, int]] = field(default_factory=list)
+    idle: list[tuple[float, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -136,7 +149,10 @@ async def one(
     tally.statuses[(kind, status)] += 1
 
 
-async def traffic(url: str, minutes: float, concurrency: int, seed: int, prompts: list[str], tally: Tally) -> None:
+async def traffic(
+    url: str, minutes: float, concurrency: int, seed: int, prompts: list[str], tally: Tally, going: asyncio.Event
+) -> None:
+    """`concurrency` clients send the mix until the deadline, each pausing while `going` is clear."""
     deadline = time.monotonic() + 60 * minutes
     kinds, weights = list(KINDS), list(KINDS.values())
     model = httpx.get(url + "/models").json()["data"][0]["id"]  # the served name
@@ -145,14 +161,15 @@ async def traffic(url: str, minutes: float, concurrency: int, seed: int, prompts
         rng = random.Random(seed * 1000 + index)
         async with httpx.AsyncClient(timeout=600) as client:
             while time.monotonic() < deadline:
+                await going.wait()
                 await one(client, url, model, rng.choices(kinds, weights)[0], rng, prompts, tally)
 
     await asyncio.gather(*(client_loop(i) for i in range(concurrency)))
 
 
-async def watch_memory(pid: int | None, stop: asyncio.Event, readings: list[tuple[float, int]]) -> None:
+async def watch_memory(pid: int, stop: asyncio.Event, readings: list[tuple[float, int]]) -> None:
     start = time.monotonic()
-    while pid is not None:
+    while True:
         readings.append((round(time.monotonic() - start), rss_bytes(pid)))
         try:
             await asyncio.wait_for(stop.wait(), RSS_EVERY)
@@ -162,14 +179,28 @@ async def watch_memory(pid: int | None, stop: asyncio.Event, readings: list[tupl
             continue
 
 
-async def soak(url: str, pid: int | None, args: argparse.Namespace, prompts: list[str], tally: Tally) -> list:
-    readings: list[tuple[float, int]] = []
-    stop = asyncio.Event()
-    watcher = asyncio.create_task(watch_memory(pid, stop, readings))
-    await traffic(url, args.minutes, args.concurrency, args.seed, prompts, tally)
+async def at_rest(url: str, pid: int, going: asyncio.Event, after: float, readings: list[tuple[float, int]]) -> None:
+    """After `after` seconds, pause the clients until the server is idle, read its memory, resume."""
+    await asyncio.sleep(after)
+    going.clear()
+    await asyncio.to_thread(idle_health, url, 600)
+    readings.append((after, rss_bytes(pid)))
+    going.set()
+
+
+async def soak(url: str, pid: int | None, args: argparse.Namespace, prompts: list[str], tally: Tally) -> Memory:
+    """The traffic, and the server's memory when its process is known (`pid`)."""
+    memory, stop, going = Memory(), asyncio.Event(), asyncio.Event()
+    going.set()
+    watchers = []
+    if pid is not None:
+        watchers = [watch_memory(pid, stop, memory.by_minute), at_rest(url, pid, going, SETTLE, memory.idle)]
+    tasks = [asyncio.create_task(w) for w in watchers]
+    await traffic(url, args.minutes, args.concurrency, args.seed, prompts, tally, going)
     stop.set()
-    await watcher
-    return readings
+    for task in tasks:
+        await task
+    return memory
 
 
 def idle_health(url: str, seconds: float = 30) -> dict:
@@ -182,10 +213,12 @@ def idle_health(url: str, seconds: float = 30) -> dict:
         time.sleep(0.2)
 
 
-def report(tally: Tally, readings: list, health: dict, log: Path | None, args: argparse.Namespace) -> dict:
+def report(tally: Tally, memory: Memory, health: dict, log: Path | None, args: argparse.Namespace) -> dict:
     server_errors = sum(n for (_, status), n in tally.statuses.items() if isinstance(status, int) and status >= 500)
+    readings, idle = memory.by_minute, memory.idle
     after_first = [rss for t, rss in readings if t >= 60] or [rss for _, rss in readings]
     growth = (after_first[-1] - after_first[0]) / after_first[0] if after_first else None
+    rest_growth = (idle[-1][1] - idle[0][1]) / idle[0][1] if len(idle) > 1 else None
     logged = log.read_text().count("redrafter.errors") if log is not None and log.exists() else None
     return {
         "minutes": args.minutes,
@@ -201,6 +234,8 @@ def report(tally: Tally, readings: list, health: dict, log: Path | None, args: a
         "errors_logged": logged,
         "rss_mib_by_minute": [(t, round(rss / 2**20, 1)) for t, rss in readings],
         "rss_growth_after_first_minute": None if growth is None else round(growth, 4),
+        "rss_mib_at_rest": [(t, round(rss / 2**20, 1)) for t, rss in idle],
+        "rss_growth_at_rest": None if rest_growth is None else round(rest_growth, 4),
         "latency_s": {
             kind: {"n": len(s), "p50": round(quantile(s, 0.5), 3), "p95": round(quantile(s, 0.95), 3)}
             for kind, s in tally.latencies.items()
@@ -231,9 +266,11 @@ def main() -> None:
         server = started([*command, "--max-batch", str(args.concurrency), *args.serve_args.split()], port, log)
     with server as (url, process):
         pid = process.pid if process is not None else None
-        readings = asyncio.run(soak(url, pid, args, prompts, tally))
+        memory = asyncio.run(soak(url, pid, args, prompts, tally))
         health = idle_health(url)
-        result = report(tally, readings, health, log, args)
+        if pid is not None:
+            memory.idle.append((60 * args.minutes, rss_bytes(pid)))
+        result = report(tally, memory, health, log, args)
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
     healthy = (health["running"], health["queued"]) == (0, 0)

@@ -187,8 +187,8 @@ def test_the_soak_tool_counts_what_its_mixed_traffic_met(url):
     bodies got 400, no 5xx and no failure, and the server is idle at the end."""
     args = argparse.Namespace(minutes=10 / 60, concurrency=4, seed=1, serve_args="")
     tally = soak.Tally()
-    readings = asyncio.run(soak.soak(url + "/v1", None, args, PROMPTS, tally))
-    result = soak.report(tally, readings, soak.idle_health(url + "/v1"), None, args)
+    memory = asyncio.run(soak.soak(url + "/v1", None, args, PROMPTS, tally))
+    result = soak.report(tally, memory, soak.idle_health(url + "/v1"), None, args)
     assert result["server_errors_5xx"] == 0 and result["failures"] == [], result
     assert result["health_at_end"]["running"] == 0 and result["requests"] >= 8
     assert set(result["by_kind"]["bad body"]) <= {"400"}

@@ -65,8 +65,8 @@ class TreeShape:
 
 
 # Where the lookup's copy took the last beam, each of its drafts counts as this log-prob in a
-# node budget (the drafter has no score for it). Replayed on held-out prompts (2026-11-26),
-# probability 0.5 beat 1 (the copy first: it crowds out the drafter's surest tokens), 0.7 and 0.3.
+# node budget (the drafter has no score for it). 0.5 beat 1 (the copy first: it crowds out the
+# drafter's surest tokens), 0.7 and 0.3 on held-out prompts (docs/benchmarks.md, lookup).
 LOOKUP_LOG_PROB = math.log(0.5)
 
 

@@ -5,19 +5,11 @@ which is scalar code on x86 (about 12 ns an element). So from `WRITTEN_OUT` scor
 pairs times heads: one decoding token over a short context has fewer), on a CPU, attention
 is written out here: grouped queries share one matmul with their keys, and the softmax uses
 `runtime.fastmath.exp` (range reduction and a polynomial, fused by `mx.compile`). It runs in
-blocks of at most `BLOCK` scores, which stay in the cache: unblocked, a 512-token prefill
-chunk over 1,024 keys was 1.6x slower than the kernel. A batch is cut into blocks of rows,
-each over its rows' own keys: up to the longest of their lengths, so one long conversation
-in a batch does not make every row attend over its keys (a verify step of 5 rows, one of
-them 2,000 tokens long: 182 ms instead of 295). A long prompt is cut into blocks of queries (a causal block
-skips the keys after its last query). Measured per layer on a 2-core x86 CPU with SmolLM2's 9
-query and 3 key/value heads, kernel against written out (2026-11-27):
-
-    16 rows x 4 tree tokens over 400 keys     4.9 ms -> 2.6 ms
-    8 queries over 1,900 keys                 2.5 ms -> 1.4 ms
-    512-token prefill chunk over 512 keys      35 ms -> 14 ms
-    512-token prefill chunk over 2,048 keys   154 ms -> 85 ms
-
+blocks of at most `BLOCK` scores, which stay in the cache (unblocked, a long prefill chunk was
+slower than the kernel). A batch is cut into blocks of rows, each over its rows' own keys: up
+to the longest of their lengths, so one long conversation in a batch does not make every row
+attend over its keys. A long prompt is cut into blocks of queries (a causal block skips the
+keys after its last query). Timings: docs/architecture.md, "Fast CPU path".
 Results equal the kernel's within 1e-6. Fewer scores, and GPUs, keep the kernel bit for bit.
 """
 
