@@ -129,7 +129,7 @@ def bench(
             "--trees",
             metavar="TREE,TREE,...",
             help="Instead: our AR and ReDrafter with each tree (WxLxS, 'auto' = the calibrated choice with "
-            "step controller, 'static' = without), interleaved prompt by prompt in one run.",
+            "step policy, 'static' = without), interleaved prompt by prompt in one run.",
         ),
     ] = None,
     *,
@@ -190,7 +190,7 @@ def bench(
         "node_budget": shape.node_budget,
         "lookup": options.lookup,
         "calibrated": found.calibration is not None,
-        "adaptive": found.control is not None,
+        "adaptive": found.policy is not None,
         "prompts": len(prompts),
         "rounds": rounds,
         "max_tokens": options.max_tokens,

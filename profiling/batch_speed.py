@@ -3,7 +3,7 @@
     python -m redrafter_mlx.profiling.batch_speed --sizes 1,2,4,8 -m 128
 
 For each B, the first B held-out eval prompts are decoded (greedy, the drafter's tree with
-the step controller off, so both sides verify the same trees) by one `BatchDecoder` (all
+the step policy off, so both sides verify the same trees) by one `BatchDecoder` (all
 rows join at once) and by B separate batch-1 runs (`Pipeline.steps`); plain decoding is measured
 the same way (no drafter: trees of one token). Both sides' tokens/s count every answer
 token over the wall time including prefill. The answers must be identical, and are checked.

@@ -203,14 +203,14 @@ def add_run(result: MethodResult, index: int, ids: list[int], decode: Decoder) -
 
 def warm_up(pipeline: Pipeline, options: DecodingOptions, drafting: DraftPlan | None = None) -> None:
     """One short run of each decoder so one-time costs do not land on the first prompt: with
-    a step controller, one per tree it may choose, which traces each one's draft phase into
+    a step policy, one per tree it may choose, which traces each one's draft phase into
     the plan (`DraftPlan.phases`)."""
     ids = pipeline.tokenizer.encode("Hello")
     short = replace(options, max_tokens=8)
     drafting = drafting or pipeline.plan(options)
     runs = [(pipeline.autoregressive(), None), (pipeline, drafting)]
-    if drafting is not None and drafting.control is not None:
-        runs += [(pipeline, replace(drafting, shape=shape, control=None)) for shape in drafting.control.shapes]
+    if drafting is not None and drafting.policy is not None:
+        runs += [(pipeline, replace(drafting, shape=tree, policy=None)) for tree in drafting.policy.trees]
     for each, plan in runs:
         for _ in each.steps(ids, short, plan):
             pass

@@ -42,7 +42,7 @@ from .tuning import DraftPlan, plan_drafting
 class Pipeline:
     """A loaded LLM with its drafter (None: plain decoding) and the dtype they run in. It
     decodes one answer at a time: its plans (and their compiled draft phases and step
-    controllers) are kept from one answer to the next."""
+    policies) are kept from one answer to the next."""
 
     loaded: LoadedModel
     drafter: TreeDrafter | None

@@ -34,7 +34,7 @@ class DecodingOptions:
     search_width: int | None = None  # S: beams the drafter's search keeps (None: auto)
     node_budget: int | None = None  # N: tokens verified at most, the likeliest prefixes (None: auto; 0: all)
     lookup: bool = True  # a copy of the text's earlier continuation may take the last beam
-    adaptive: bool = True  # no beam_length: a `StepController` picks each step's tree, or a plain step
+    adaptive: bool = True  # no beam_length: a `StepPolicy` picks each step's tree, or a plain step
     logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, bias) pairs added to the LLM's logits
 
     def __post_init__(self) -> None:

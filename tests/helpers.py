@@ -44,29 +44,37 @@ from redrafter_mlx.profiling.load_test import free_port
 from redrafter_mlx.serve.app import serve_pipeline
 from redrafter_mlx.training import TrainConfig, assemble, checkpoint, prefill_hidden, train_drafter
 from redrafter_mlx.training.distill_file import DistillRecord
-from redrafter_mlx.tuning import DraftPlan, StepController
-from redrafter_mlx.tuning.batch_policy import BatchPolicy, batch_options
+from redrafter_mlx.tuning import DraftPlan, StepPolicy
 from redrafter_mlx.tuning.calibration import Calibration, ShapeCost
 
-# --- a batch policy that replays ---------------------------------------------------------
+# --- a step policy that replays ----------------------------------------------------------
 
 
-class ScriptedPolicy(BatchPolicy):
-    """Every option by a seeded coin each step: each switch the batch can meet, the same in
-    every run (the real policy follows the machine's timings). `cuts`: its verdict on whether
-    drafting pays at a burst is a seeded coin too (else the real policy's)."""
+class ScriptedPolicy(StepPolicy):
+    """Each step's choice by a seeded coin: a plain step with probability `plain_share` (None:
+    as likely as each tree), else one of the trees; every switch a decoder can meet (prefill to
+    either kind, tree to plain and back, runs of each, one tree's length to another's), the
+    same in every run (the real policy follows the machine's timings). `cuts`: its verdict on
+    whether drafting pays at a burst is a seeded coin too (else the real policy's)."""
 
-    def __init__(self, shape: TreeShape, seed: int = 0, cuts: bool = False):
-        super().__init__(batch_options(shape, range(2, shape.beam_length)))
-        self.rng, self.cuts = np.random.default_rng(seed), cuts
+    def __init__(self, shape: TreeShape, seed: int = 0, plain_share: float | None = None, cuts: bool = False):
+        super().__init__(shape)
+        self.rng, self.plain_share, self.cuts = np.random.default_rng(seed), plain_share, cuts
+        self.chosen: list[TreeShape | None] = []
 
     def choose(self, rows: int):
-        return self.options[self.rng.integers(len(self.options))]
+        if self.plain_share is None:
+            choice = self.choices[self.rng.integers(len(self.choices))]
+        else:
+            plain = self.rng.random() < self.plain_share
+            choice = None if plain else self.trees[self.rng.integers(len(self.trees))]
+        self.chosen.append(choice)
+        return choice
 
-    def drafting_pays(self, rows: int, option) -> bool:
+    def drafting_pays(self, rows: int, choice) -> bool:
         if not self.cuts:
-            return super().drafting_pays(rows, option)
-        return option is None or bool(self.rng.random() < 0.5)
+            return super().drafting_pays(rows, choice)
+        return choice is None or bool(self.rng.random() < 0.5)
 
 
 # --- float32 comparisons -------------------------------------------------------------------
@@ -268,26 +276,9 @@ def exact_sequence_probabilities(
     return probs
 
 
-class ScriptedControl(StepController):
-    """A controller whose choices are a seeded coin per step between `shape` (or a shorter
-    beam) and a plain step: every switch the loop can meet (prefill to either kind, tree to
-    plain and back, runs of each), whatever the machine's timings."""
-
-    def __init__(self, shape: TreeShape, seed: int = 0, plain_share: float = 0.5):
-        super().__init__(None, shape)
-        self.shapes = [TreeShape(shape.beam_width, length, shape.search_width) for length in (2, shape.beam_length)]
-        self.rng, self.plain_share = np.random.default_rng(seed), plain_share
-        self.chosen: list[TreeShape | None] = []
-
-    def choose(self) -> TreeShape | None:
-        option = None if self.rng.random() < self.plain_share else self.shapes[self.rng.integers(len(self.shapes))]
-        self.chosen.append(option)
-        return option
-
-
 def scripted_plan(shape: TreeShape, seed: int = 0, plain_share: float = 0.5) -> DraftPlan:
-    """A plan whose steps switch between trees and plain steps at random (`ScriptedControl`)."""
-    return DraftPlan(shape, control=ScriptedControl(shape, seed, plain_share))
+    """A plan whose steps switch between trees and plain steps at random (`ScriptedPolicy`)."""
+    return DraftPlan(shape, policy=ScriptedPolicy(shape, seed, plain_share))
 
 
 def sample_counts(generate, n: int) -> tuple[Counter, int]:
@@ -339,6 +330,15 @@ def synthetic_costs(accept: float = 0.6) -> dict[TreeShape, ShapeCost]:
 def cpu_like(accept: float = 0.6) -> Calibration:
     """Verify cost grows with every token: 70 ms + 4 ms per token (a 2-core CPU)."""
     return Calibration("cpu", "float32", {p: 70.0 + 4.0 * p for p in range(1, 64)}, 3.0, synthetic_costs(accept))
+
+
+def cpu_like_ms(rows: int, choice: TreeShape | None) -> float:
+    """A step's time on a machine that runs as `cpu_like` says, at any batch size: the pass's
+    70 ms, 3 ms overhead, 4 ms per verified token and each row's draft (`synthetic_costs`)."""
+    if choice is None:
+        return 73.0 + 4.0 * rows
+    draft = 1.0 + 0.5 * (choice.beam_length - 1) * (1 + choice.search_width / 8)
+    return 73.0 + rows * (4.0 * choice.max_packed + draft)
 
 
 def gpu_like() -> Calibration:

@@ -21,7 +21,7 @@ from redrafter_mlx.models import llama as llama_module
 from redrafter_mlx.models.cache import CHUNK
 from redrafter_mlx.options import DecodingOptions
 from redrafter_mlx.prompting import encode_prompt
-from redrafter_mlx.tuning.batch_policy import BatchPolicy, batch_options
+from redrafter_mlx.tuning import StepPolicy
 
 from .helpers import (
     MORE_PROMPTS,
@@ -82,9 +82,9 @@ CASES = [
 ]
 
 
-def policy_for(shape: TreeShape) -> BatchPolicy:
-    """A policy that switches among every option as it probes them."""
-    return BatchPolicy(batch_options(shape, range(2, shape.beam_length)))
+def policy_for(shape: TreeShape) -> StepPolicy:
+    """A policy that switches among its choices as it probes them."""
+    return StepPolicy(shape)
 
 
 @pytest.mark.parametrize("kind, join_every, shape", CASES)
@@ -208,18 +208,18 @@ def test_joins_prefilled_together_are_admitted_with_one_host_read(embedded, refe
     assert len(decoder.rows) == decoder.cache.rows == 4
 
 
-class TreesPayBelow(BatchPolicy):
-    """The widest tree every step, paying only in batches of fewer than `rows` rows."""
+class TreesPayBelow(StepPolicy):
+    """The largest tree every step, paying only in batches of fewer than `rows` rows."""
 
     def __init__(self, shape: TreeShape, rows: int):
-        super().__init__(batch_options(shape))
+        super().__init__(shape)
         self.rows = rows
 
     def choose(self, rows: int):
-        return self.options[-1]
+        return self.longest
 
-    def drafting_pays(self, rows: int, option) -> bool:
-        return option is None or rows < self.rows
+    def drafting_pays(self, rows: int, choice) -> bool:
+        return choice is None or rows < self.rows
 
 
 def test_a_burst_of_joins_turns_trees_drafted_for_fewer_rows_into_a_plain_step(embedded, references):
@@ -243,7 +243,7 @@ def test_a_burst_of_joins_turns_trees_drafted_for_fewer_rows_into_a_plain_step(e
         before = len(decoder.rows)
         updates = decoder.admit()
         if before and len(decoder.rows) > before:
-            plain = decoder.option is None and all(row.count == 1 for row in decoder.rows)
+            plain = decoder.choice is None and all(row.count == 1 for row in decoder.rows)
             assert plain == (len(decoder.rows) >= 4)
             cut += plain
         for update in [*updates, *decoder.verify()]:

@@ -57,7 +57,7 @@ def test_auto_trees_are_cut_to_what_a_drafter_can_draft_and_explicit_ones_refuse
     two_heads = Pipeline(embedded, random_medusa(49152, 576, 2), mx.float32)
     assert two_heads.drafter.max_beam_length == 3
     found = two_heads.plan(DecodingOptions(beam_width=2))
-    assert found.shape.beam_length == 3 and found.control.longest.beam_length == 3
+    assert found.shape.beam_length == 3 and found.policy.longest.beam_length == 3
     assert two_heads.plan(DecodingOptions(beam_length=3)).shape.beam_length == 3
     with pytest.raises(InputError, match="drafts at most 2 tokens: beam length at most 3, got 4"):
         two_heads.plan(DecodingOptions(beam_length=4))

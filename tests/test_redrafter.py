@@ -14,7 +14,8 @@ from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.loading import load_drafter_for
 from redrafter_mlx.models.cache import KVCache
 from redrafter_mlx.prompting import encode_prompt
-from redrafter_mlx.tuning import DraftPlan, StepController
+from redrafter_mlx.tuning import DraftPlan, StepPolicy
+from redrafter_mlx.tuning.plan import deepest_calibrated
 from redrafter_mlx.verify.tree_attention import tree_layout
 
 from .helpers import (
@@ -27,6 +28,7 @@ from .helpers import (
     collect,
     count_host_reads,
     cpu_like,
+    cpu_like_ms,
     exact_sequence_probabilities,
     random_drafter,
     sample_counts,
@@ -149,7 +151,7 @@ def test_padding_trees_to_longer_verify_lengths_changes_no_token(embedded, embed
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_switching_between_trees_and_plain_steps_changes_no_token(embedded, embedded_runs, seed):
-    """Every switch the loop can meet (`ScriptedControl`), the drafter and the lookup told
+    """Every switch the loop can meet (`ScriptedPolicy`), the drafter and the lookup told
     of the tokens plain steps emitted, and the cache contract kept."""
     drafter = load_drafter_for(embedded, None)
     plan = scripted_plan(TreeShape(2, 4, 2), seed)
@@ -166,32 +168,35 @@ def test_switching_between_trees_and_plain_steps_changes_no_token(embedded, embe
     assert sum(stats.accepted_per_step) > stats.steps  # drafts were accepted
 
 
-def test_the_controller_stops_drafting_when_the_drafter_stops_predicting(
+def test_the_policy_stops_drafting_when_the_drafter_stops_predicting(
     embedded, embedded_runs, long_answers, monkeypatch
 ):
     """A drafter that knows the answer's first 12 tokens and then drafts nonsense: the real
-    controller drafts long beams, then decodes plainly; the output is greedy AR's throughout.
+    policy drafts long beams, then shorter ones, then decodes plainly (probing cheaply); the
+    output is greedy AR's throughout.
     (Each step is timed as the calibration predicts, as on a machine that runs as calibrated,
     so that the choices depend on the acceptance alone.)"""
     calibration = cpu_like()
-    control = StepController(calibration, calibration.best(beam_width=2, search_width=16))
-    plan = DraftPlan(control.start, calibration.verify_lengths(control.longest.max_packed), calibration, control)
+    start = calibration.best(beam_width=2, search_width=16)
+    policy = StepPolicy(start, calibration, deepest_calibrated(calibration, start, None))
+    plan = DraftPlan(start, calibration.verify_lengths(policy.longest.max_packed), calibration, policy)
     chosen = []
-    choose, observe = control.choose, control.observe
+    choose, observe = policy.choose, policy.observe
 
-    def as_calibrated(option, accepted, seconds, packed=1, following=None):
-        seconds = control.predicted_interval_ms(option, packed, following) / 1e3
-        observe(option, accepted, seconds, packed, following)
+    def as_calibrated(choice, rows, accepted, seconds, following):
+        observe(choice, rows, accepted, cpu_like_ms(rows, choice) / 1e3, following)
 
-    monkeypatch.setattr(control, "choose", lambda: chosen.append(choose()) or chosen[-1])
-    monkeypatch.setattr(control, "observe", as_calibrated)
+    monkeypatch.setattr(policy, "choose", lambda rows: chosen.append(choose(rows)) or chosen[-1])
+    monkeypatch.setattr(policy, "observe", as_calibrated)
     for (ids, _, _), answer in zip(embedded_runs, long_answers):
         monkeypatch.setattr(decoding, "make_draft_fn", knowing_draft(answer[:12], len(ids)))
         first = len(chosen)
         tokens, stats = collect(generate_redrafter(embedded.model, random_drafter(8, 576), ids, plan, max_tokens=40))
         assert tokens == answer
-        drafted = "".join("." if o is None else str(o.beam_length) for o in chosen[first:])
-        assert drafted.endswith("." * 8), drafted  # long after the drafter stopped predicting
+        drafted = "".join("." if c is None else f"{c.beam_width}{c.beam_length} " for c in chosen[first:])
+        assert drafted.endswith("." * 4), drafted  # long after the drafter stopped predicting
+        late = chosen[first:][-20:]  # what probing and the fading prior cost there, against plain steps
+        assert sum(cpu_like_ms(1, c) for c in late) < 1.1 * len(late) * cpu_like_ms(1, None), drafted
         assert max(stats.accepted_per_step) >= 3  # while it predicted, beams were accepted whole
 
 

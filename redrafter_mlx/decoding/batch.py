@@ -12,7 +12,7 @@ together, so a row's tokens are those of its batch-1 decoding: greedy output ide
 sampling exact per row, each request drawing from its own seed.
 
 Stateless drafters (the RNN, Medusa, the MLP speculator) draft every row in one compiled
-phase, and a `BatchPolicy` may choose each step's tree (or a plain step) for the batch as
+phase, and a `StepPolicy` may choose each step's tree (or a plain step) for the batch as
 it is. Stateful ones (EAGLE 1/2/3, draft LLMs) keep a session per row, told what its row
 emitted, and draft each row's tree from it (the served shape every step). No drafter:
 plain decoding, as trees of one token.
@@ -30,8 +30,8 @@ from ..drafting.beam_search import DRAFT_TOP_K
 from ..models.cache import BatchKVCache
 from ..models.llm import LLM, Segment, runs_together
 from ..sampling import sampler_scores
-from ..tuning.batch_policy import BatchPolicy, Option
 from ..tuning.plan import FALLBACK_SHAPE
+from ..tuning.policy import Choice, StepPolicy
 from ..verify.acceptance import accept
 from ..verify.tree_attention import TreeLayout, bucket, pack, stack_trees
 from .joining import Join, Joins, Pacer
@@ -47,7 +47,7 @@ class BatchDecoder:
     """Continuous-batching tree-verified decoding: one verify pass per step for every row.
     Use: `add` requests, call `step` while `busy`, `remove` a request whose client left.
     `shape`: the tree every row drafts (default `FALLBACK_SHAPE`, W=3 L=5 S=3); with a
-    `policy` (stateless drafters), each step's option is the policy's, and `shape` is kept
+    `policy` (stateless drafters), each step's choice is the policy's, and `shape` is kept
     only while a seeded request samples; no drafter: plain decoding. `draft_top_k`: the beam
     search's top-k (each request's sampler has its own). `prefill_budget`: prompt tokens
     joins prefill per step while rows decode, at most (a chat turn within it whole, a longer
@@ -65,7 +65,7 @@ class BatchDecoder:
         draft_top_k: int = DRAFT_TOP_K,
         lookup: bool = True,
         eos_ids: Iterable[int] = (),
-        policy: BatchPolicy | None = None,
+        policy: StepPolicy | None = None,
         prefill_budget: int = PREFILL_BUDGET,
         prompt_cache: PromptCache | None = None,
         timed: bool = True,
@@ -73,10 +73,10 @@ class BatchDecoder:
         self.stateful = drafter is not None and drafter.stateful
         self.model, self.drafter = model, drafter
         self.policy = policy if drafter is not None and not self.stateful and timed else None
-        self.fixed: Option = None if drafter is None else shape or FALLBACK_SHAPE
-        self.option = self.fixed  # the option of the trees drafted last (self.beams)
-        options = self.policy.options if self.policy is not None else [self.fixed]
-        self.deepest = max((o.beam_length for o in options if o is not None), default=1)  # text room
+        self.fixed: Choice = None if drafter is None else shape or FALLBACK_SHAPE
+        self.choice = self.fixed  # the choice of the trees drafted last (self.beams)
+        choices = self.policy.choices if self.policy is not None else [self.fixed]
+        self.deepest = max((o.beam_length for o in choices if o is not None), default=1)  # text room
         self.lookup = lookup and drafter is not None
         self.eos_ids = frozenset(eos_ids)
         self.pacer, self.prompt_cache = Pacer(prefill_budget, timed), prompt_cache
@@ -89,20 +89,20 @@ class BatchDecoder:
         self.beams: mx.array | None = None  # (B, W, L) each row's next tree
         self.layout: TreeLayout | None = None  # (B, W, L) unpack index and owner, (B,) count
         self.draft_top_k = draft_top_k
-        self._drafts: dict[Option, BatchDraftFn] = {}
+        self._drafts: dict[Choice, BatchDraftFn] = {}
 
     @property
     def busy(self) -> bool:
         """Rows decoding or requests joining."""
         return bool(self.rows or self.joins)
 
-    def _draft(self, option: Option) -> BatchDraftFn:
-        if option not in self._drafts:
-            drafter, shape = (None, TreeShape(1, 1, 1)) if option is None else (self.drafter, option)
-            self._drafts[option] = make_batch_draft_fn(
+    def _draft(self, choice: Choice) -> BatchDraftFn:
+        if choice not in self._drafts:
+            drafter, shape = (None, TreeShape(1, 1, 1)) if choice is None else (self.drafter, choice)
+            self._drafts[choice] = make_batch_draft_fn(
                 drafter, self.model.embedding, shape, draft_top_k=self.draft_top_k, lookup=self.lookup
             )
-        return self._drafts[option]
+        return self._drafts[choice]
 
     def add(self, handle: Hashable, request: Request) -> None:
         """Queue a request; its first update (the first token, or its end) comes from a later
@@ -134,14 +134,14 @@ class BatchDecoder:
             trees, embedding, top_k = [], self.model.embedding, self.draft_top_k
             for i, (row, feed) in enumerate(zip(rows, feeds)):
                 row.session = self.drafter.open(self.model, row.request.prompt, feed)
-                row.phase = make_draft_fn(row.session, embedding, self.option, draft_top_k=top_k, lookup=self.lookup)
+                row.phase = make_draft_fn(row.session, embedding, self.choice, draft_top_k=top_k, lookup=self.lookup)
                 row.session.stage(tokens[i : i + 1], feed[-1:], mx.array(1, mx.int32))
                 trees.append(row.phase(feed[-1], tokens[i], row.text.tokens, lengths[i : i + 1]))
             beams, layout = stack_trees(trees)
         else:
             hidden = mx.stack([feed[-1] for feed in feeds])
-            beams, layout = self._draft(self.option)(
-                hidden, tokens, lookup_texts(rows, self.lookup and self.option is not None), lengths
+            beams, layout = self._draft(self.choice)(
+                hidden, tokens, lookup_texts(rows, self.lookup and self.choice is not None), lengths
             )
         read = mx.concatenate([tokens, layout.count])
         logprobs = {
@@ -212,26 +212,26 @@ class BatchDecoder:
 
     def admit(self) -> list[Update]:
         """Prefill joining prompts (within the budget while rows decode; all of them when none
-        does) and admit those that completed: their first updates. They draft the option of the
+        does) and admit those that completed: their first updates. They draft the choice of the
         batch they form: with no rows, the policy's for its size; else the rows' own, unless at
         the new size it loses to a plain step (one row's wide tree, then a burst of joins). A
         seeded sample joins no rows on the policy's trees: it verifies the served shape, as alone."""
         if not self.rows:
-            self.option = self._next_option(len(self.joins))
+            self.choice = self._next_choice(len(self.joins))
             joined = list(self.joins.advance(None))
-        elif not self._follows_policy() and self.option != self.fixed:
+        elif not self._follows_policy() and self.choice != self.fixed:
             return []  # the next verify drafts the served shape
         else:
             joined = list(self.joins.prefilled() if self.riding else self.joins.advance(self.pacer))
             rows = len(self.rows) + len(joined)
-            if joined and self._follows_policy() and not self.policy.drafting_pays(rows, self.option):
+            if joined and self._follows_policy() and not self.policy.drafting_pays(rows, self.choice):
                 self._cut_trees()
         return self._admit(joined) if joined else []
 
     def _cut_trees(self) -> None:
         """The rows' drafted trees cut to their roots: the next step is a plain one."""
         self.beams, self.layout = plain_trees(self.beams[:, 0, 0])
-        self.option = None
+        self.choice = None
         for row in self.rows:
             row.count = 1
 
@@ -242,8 +242,8 @@ class BatchDecoder:
             return []
         updates = []
         tic = time.perf_counter()
-        rows, beams, layout, option = self.rows, self.beams, self.layout, self.option
-        size = bucket(max(row.count for row in rows), 1 if option is None else option.max_packed)
+        rows, beams, layout, choice = self.rows, self.beams, self.layout, self.choice
+        size = bucket(max(row.count for row in rows), 1 if choice is None else choice.max_packed)
         packed = [pack(beams[b], TreeLayout.combine(lambda a, b=b: a[b], layout), size) for b in range(len(rows))]
         tokens = mx.stack([p.tokens for p in packed])
         positions = mx.stack([p.depth for p in packed]) + self.cache.offsets()[:, None]
@@ -269,14 +269,14 @@ class BatchDecoder:
             lengths.append(row.text.length + r.accepted + 1)
         hidden = mx.stack([feed[b, r.next_index] for b, r in enumerate(results)])
         next_tokens = mx.stack([r.next_token for r in results])
-        self.option = self._next_option(len(rows))
+        self.choice = self._next_choice(len(rows))
         lengths = mx.stack(lengths).astype(mx.int32)
         if self.stateful:
             self.beams, self.layout = self._draft_rows(results, feed, hidden, next_tokens, lengths)
         else:
-            draft = self._draft(self.option)
+            draft = self._draft(self.choice)
             self.beams, self.layout = draft(
-                hidden, next_tokens, lookup_texts(self.rows, self.lookup and self.option is not None), lengths
+                hidden, next_tokens, lookup_texts(self.rows, self.lookup and self.choice is not None), lengths
             )
         length = beams.shape[-1]
         read = mx.concatenate(
@@ -305,7 +305,7 @@ class BatchDecoder:
         accepted, emitted, counts, copied = read[:n], read[n:cut], read[-2 * n : -n], read[-n:]
         kept_paths = [read[cut + b * length : cut + b * length + a + 1] for b, a in enumerate(accepted)]
         if self.policy is not None:  # a step that carried a chunk is not timed
-            self.policy.observe(option, len(rows), accepted, None if rides else seconds, self.option)
+            self.policy.observe(choice, len(rows), accepted, None if rides else seconds, self.choice)
         if any(path != list(range(len(path))) for path in kept_paths):  # else nothing moves
             self.cache.gather_pending(paths)
         self.cache.commit([a + 1 for a in accepted])
@@ -314,7 +314,7 @@ class BatchDecoder:
                 row.session.commit(a + 1)
         keep = []
         plain_ms = self.policy.known_ms(n, None) if self.policy is not None else None
-        cells = 1 if option is None else option.beam_width * option.beam_length
+        cells = 1 if choice is None else choice.beam_width * choice.beam_length
         for b, row in enumerate(rows):
             step_tokens = emitted[b * length : b * length + accepted[b] + 1]
             new, finish = row.advance(step_tokens, cells, counts[b], self.eos_ids)
@@ -345,6 +345,6 @@ class BatchDecoder:
         seeded = [r.request for r in self.rows] + list(self.requests.values())
         return self.policy is not None and not any(r.options.temp > 0 and r.options.seed is not None for r in seeded)
 
-    def _next_option(self, rows: int) -> Option:
+    def _next_choice(self, rows: int) -> Choice:
         """The policy's choice for `rows` rows, or the fixed shape."""
         return self.policy.choose(rows) if self._follows_policy() else self.fixed

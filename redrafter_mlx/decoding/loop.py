@@ -120,8 +120,8 @@ def generate_redrafter(
     timer: PhaseTimer | None = None,
 ) -> Iterator[Step]:
     """Speculative decoding (paper Sec. 3.4) with any drafter kind, each step drafting as
-    `plan` says (None: `DraftPlan()`): its one shape (`FALLBACK_SHAPE` by default), or what `plan.control` chooses
-    per step (a tree, or no tree, a plain step, where drafting does not pay: `StepController`).
+    `plan` says (None: `DraftPlan()`): its one shape (`FALLBACK_SHAPE` by default), or what `plan.policy` chooses
+    per step for one row (a tree, or no tree, a plain step, where drafting does not pay: `StepPolicy`).
 
     A tree step: (1) the guaranteed token and hidden state come from the previous step;
     (2) the drafter (any `drafting.TreeDrafter`; a stateful one through the session `open`
@@ -145,9 +145,9 @@ def generate_redrafter(
     for the lookup and stateful drafters.
     """
     plan = plan or DraftPlan()  # a fresh default: a plan keeps the drafter's compiled phases
-    control, lookup, longest = plan.control, plan.lookup, plan.longest
-    if control is not None:
-        control.reset()
+    policy, lookup, longest = plan.policy, plan.lookup, plan.longest
+    if policy is not None:
+        policy.reset()
     sampler = sampler or make_greedy_or_sampler()
     cache = cache if cache is not None else model.make_cache()
     timer = timer or PhaseTimer()
@@ -234,11 +234,11 @@ def generate_redrafter(
             # Build the next step before reading this one: a tree's draft, or a plain step
             # when the cache already holds everything but this step's token.
             final = stats.num_tokens + 1 >= max_tokens  # this step fills the answer
-            option = None if final else (control.choose() if control is not None else plan.shape)
+            choice = None if final else (policy.choose(1) if policy is not None else plan.shape)
             upcoming = beams = layout = None
             traced = False
-            if option is not None:
-                beams, layout = draft(option, step)
+            if choice is not None:
+                beams, layout = draft(choice, step)
             elif not final and step.tree is None:
                 upcoming = plain(step.token)
             reads = [*step.reads(), *([layout.count[None]] if layout else [])]
@@ -259,10 +259,10 @@ def generate_redrafter(
                 stats.prompt_time, tic = now - tic, now
             else:
                 stats.accepted_per_step.append(kept)
-                if control is not None:
-                    control.observe(step.tree, kept - 1, None if traced else now - read_at, step.packed, option)
+                if policy is not None:
+                    policy.observe(step.tree, 1, [kept - 1], None if traced else now - read_at, choice)
             read_at = now
-            if option is not None:  # the drafter and the text were told these (staged)
+            if choice is not None:  # the drafter and the text were told these (staged)
                 session.commit(len(untold) + kept)
                 text.commit(len(untold) + kept)
                 untold.clear()
@@ -280,8 +280,8 @@ def generate_redrafter(
                 yield Step(new, stats)
             if stop or stats.num_tokens >= max_tokens:
                 break
-            if option is not None:
-                step = verify(option, beams, layout, values[-1])
+            if choice is not None:
+                step = verify(choice, beams, layout, values[-1])
             else:  # after a tree step the cache is compacted only now: no queued step
                 step = upcoming or plain(mx.array(tokens[kept - 1], mx.int32))
     finally:

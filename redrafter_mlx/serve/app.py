@@ -34,8 +34,8 @@ from ..decoding.prompt_cache import PromptCache
 from ..drafting import TreeShape
 from ..options import DecodingOptions
 from ..runtime import distributed
-from ..tuning.batch_policy import BatchPolicy, batch_options
 from ..tuning.calibration import Calibration
+from ..tuning.policy import StepPolicy
 from .engine import Engine, QueueFull, Ticket
 from .metrics import Metrics
 from .page import PUBLIC, Served, page_router
@@ -62,7 +62,7 @@ class Batching:
     """How the engine batches: rows per step, requests that may wait, prompt tokens joins
     prefill per step while rows decode, bytes of finished conversations' keys/values kept for
     reuse (0: no prompt cache), and whether each step's tree is chosen for the batch as it is
-    (`BatchPolicy`) or fixed at the served shape."""
+    (`StepPolicy`) or fixed at the served shape."""
 
     max_batch: int = 8
     max_queue: int = 64
@@ -85,12 +85,12 @@ def serve_pipeline(
     sweeps: Sequence[Path] = (),
 ) -> FastAPI:
     """The app for a loaded pipeline: its engine decodes up to `batching.max_batch` requests
-    per step with tree `shape` (or, adaptive, the best of `batch_options(shape)` for each
+    per step with tree `shape` (or, adaptive, the best of `step_choices(shape)` for each
     step); `defaults` fill a request's missing max_tokens and temperature. The chat page
     shows `calibration` (what `shape` was chosen from) and the `sweeps` folders."""
     loaded, drafter = pipeline.loaded, pipeline.drafter
     pipeline.materialize()
-    make_decoder = decoder_factory(pipeline, shape, lookup, batching)
+    make_decoder = decoder_factory(pipeline, shape, lookup, batching, calibration)
     info = ServerInfo(
         model_id=model_id,
         tokenizer=loaded.tokenizer,
@@ -109,11 +109,16 @@ def serve_pipeline(
 
 
 def decoder_factory(
-    pipeline: Pipeline, shape: TreeShape | None, lookup: bool, batching: Batching
+    pipeline: Pipeline,
+    shape: TreeShape | None,
+    lookup: bool,
+    batching: Batching,
+    calibration: Calibration | None = None,
 ) -> Callable[[], BatchDecoder]:
     """How the engine builds its `BatchDecoder` (again after a failed step), the same on every
     rank of a distributed server: there nothing follows a rank's own clock (no policy; joins
-    in `prefill_budget` chunks), so that all ranks run the same steps."""
+    in `prefill_budget` chunks), so that all ranks run the same steps. `calibration`: the
+    policy's prior."""
     loaded, drafter = pipeline.loaded, pipeline.drafter
     timed = distributed.world() is None
     prompt_cache = PromptCache(batching.prompt_cache_bytes) if batching.prompt_cache_bytes else None
@@ -121,7 +126,7 @@ def decoder_factory(
     def make_decoder() -> BatchDecoder:
         policy = None
         if batching.adaptive and drafter is not None and shape is not None:
-            policy = BatchPolicy(batch_options(shape, range(2, shape.beam_length)))
+            policy = StepPolicy(shape, calibration)
         return BatchDecoder(
             loaded.model,
             drafter,

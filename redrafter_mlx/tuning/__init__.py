@@ -1,5 +1,5 @@
 """Tuning: measured costs (`calibration.py`), the per-step choice of tree or plain step
-(`controller.py`) and the drafting plan built from them (`plan.py`)."""
+(`policy.py`) and the drafting plan built from them (`plan.py`)."""
 
 from .calibration import (
     CACHE_ENV,
@@ -13,17 +13,18 @@ from .calibration import (
     read_calibration,
     write_calibration,
 )
-from .controller import StepController, geometric_drafts, geometric_rate
 from .plan import FALLBACK_SHAPE, DraftPlan, plan_drafting, resolve_shape
+from .policy import Choice, StepPolicy, geometric_drafts, geometric_rate
 
 __all__ = [
     "CACHE_ENV",
     "CALIBRATION_FILE",
+    "Choice",
     "Calibration",
     "DraftPlan",
     "FALLBACK_SHAPE",
     "ShapeCost",
-    "StepController",
+    "StepPolicy",
     "cache_dir",
     "calibration_dir",
     "calibration_path",

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..drafting import DraftFn, TreeShape
 from ..drafting.beam_search import DRAFT_TOP_K
 from .calibration import Calibration, find_calibration
-from .controller import StepController
+from .policy import StepPolicy
 
 # Used where no calibration exists: the paper's search (S = W), whose drafting cost is
 # W beams whatever the drafter's head costs (a wider search pays only with a cheap head,
@@ -45,8 +45,8 @@ def resolve_shape(
 class DraftPlan:
     """How a generation drafts (`decoding.generate_redrafter` takes it whole).
 
-    `shape`: the tree every step drafts, or the first one when `control` chooses each step's
-    tree or a plain step (`StepController`, which must start at `shape`). `verify_lengths[c]`: the length
+    `shape`: the tree every step drafts, or the one `policy` starts from when it chooses each
+    step's tree or a plain step (`StepPolicy`). `verify_lengths[c]`: the length
     a tree of c unique tokens is padded to for the verify pass, up to the longest tree (a
     calibration's cheapest length >= c); None: `tree_attention.bucket`. `draft_top_k`: the
     beam search's top-k warp (not the sampler's top-k). `lookup`: a copy of what followed
@@ -56,7 +56,7 @@ class DraftPlan:
     shape: TreeShape = FALLBACK_SHAPE
     verify_lengths: Sequence[int] | None = None
     calibration: Calibration | None = None  # what the plan was chosen from, if anything
-    control: StepController | None = None
+    policy: StepPolicy | None = None
     draft_top_k: int = DRAFT_TOP_K
     lookup: bool = True
     # Compiled draft phases of a stateless drafter, kept from one generation to the next
@@ -64,8 +64,8 @@ class DraftPlan:
     phases: dict[TreeShape, tuple[object, DraftFn]] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.control is not None and self.control.start != self.shape:
-            raise ValueError(f"the controller starts at {self.control.start}, the plan at {self.shape}")
+        if self.policy is not None and self.policy.start != self.shape:
+            raise ValueError(f"the policy starts at {self.policy.start}, the plan at {self.shape}")
         limit = self.longest.max_packed
         if self.verify_lengths and len(self.verify_lengths) <= limit:
             raise ValueError(
@@ -74,8 +74,8 @@ class DraftPlan:
 
     @property
     def longest(self) -> TreeShape:
-        """The deepest tree a step may draft: the controller's longest, else `shape`."""
-        return self.control.longest if self.control is not None else self.shape
+        """The largest tree a step may draft: the policy's, else `shape`."""
+        return self.policy.longest if self.policy is not None else self.shape
 
     @property
     def expected_tokens_per_s(self) -> float | None:
@@ -100,18 +100,28 @@ def plan_drafting(
 ) -> DraftPlan:
     """The shape (explicit values win, `resolve_shape`) and padding for this (model,
     drafter, device, dtype), from its calibration when one exists. With `adaptive` and no
-    explicit beam length, a `StepController` then chooses each step's length, or a plain step
-    where drafting does not pay (from the calibration's costs, else from timing the steps).
+    explicit beam length, a `StepPolicy` then chooses each step's tree, or a plain step
+    where drafting does not pay (from the steps it times, the calibration as its prior).
     `max_beam_length`: the deepest beam the drafter drafts (None: any)."""
     calibration = find_calibration(model_source, drafter_source, device, dtype)
     shape = resolve_shape(calibration, beam_width, beam_length, search_width, node_budget)
     if max_beam_length and shape.beam_length > max_beam_length:  # an auto shape deeper than it drafts
         shape = replace(shape, beam_length=max_beam_length)
-    control = None
+    policy = None
     if adaptive and beam_length is None:
-        known = calibration if calibration is not None and shape in calibration.shapes else None
-        control = StepController(known, shape, max_beam_length=max_beam_length)
+        policy = StepPolicy(shape, calibration, deepest_calibrated(calibration, shape, max_beam_length))
     if calibration is None:
-        return DraftPlan(shape, control=control, lookup=lookup)
-    longest = control.longest if control else shape
-    return DraftPlan(shape, calibration.verify_lengths(longest.max_packed), calibration, control, lookup=lookup)
+        return DraftPlan(shape, policy=policy, lookup=lookup)
+    longest = policy.longest if policy else shape
+    return DraftPlan(shape, calibration.verify_lengths(longest.max_packed), calibration, policy, lookup=lookup)
+
+
+def deepest_calibrated(calibration: Calibration | None, shape: TreeShape, max_beam_length: int | None) -> int:
+    """The deepest beam of `shape`'s family the calibration measured (at least `shape`'s),
+    within `max_beam_length`, the deepest the drafter drafts."""
+    same = (shape.beam_width, shape.search_width, shape.node_budget)
+    known = calibration.shapes if calibration is not None else ()
+    deepest = max(
+        [shape.beam_length, *(s.beam_length for s in known if (s.beam_width, s.search_width, s.node_budget) == same)]
+    )
+    return min(deepest, max_beam_length) if max_beam_length else deepest

@@ -1,0 +1,346 @@
+"""The step policy: before each step, the tree (or plain step) with the most expected tokens
+per second for the rows decoding now. One answer and a served batch ask the same policy.
+
+A verify pass costs what its B x P tokens cost. With one row, a 16-token tree costs about
+1.6x a plain step on a CPU and pays for itself where the drafter is right; with 8 rows the
+same trees are 128 tokens, and drafting loses unless the trees shrink; on text the drafter
+cannot predict, every tree loses. So each step weighs every choice (a plain step, the
+served tree at each length, a single beam of each length) by
+
+    B x tokens per row per step  /  step time at (B, choice)
+
+with both halves measured on this process's own steps:
+
+- **Tokens** come from each family of trees' acceptance by depth (`DepthRates`; a family:
+  one width, search and node budget, at every length). A beam that ran out of tree is
+  censored, not a rejection: a step judges depth d only if its tree reached d. Counts forget
+  older steps, so they follow the text. The first depth leans on the calibration's rate with
+  the weight of `PRIOR_DRAFTS` rows, fading as the answer's own steps come in (a few misses
+  early in an answer do not switch drafting off); a family not run lately leans on its
+  calibrated rate scaled as the running family's compares with its own; each deeper depth
+  leans on the shallower one's.
+- **Time** is the median of the last steps timed at (B, choice), else a linear model's,
+  time = a + r x B + b x (B x P) + c x (B x S x L) (a: the pass's fixed cost, r: per row,
+  b: per verified token, c: per drafted cell), fitted by least squares with every cost >= 0
+  on every (B, choice) timed and, with the weight of `PRIOR_WEIGHT` each, on the
+  calibration's predicted times (`redrafter tune`), scaled by how much slower this machine
+  runs now than calibrated. Only a step inside a run of its choice at one batch size is
+  timed: the first one at new shapes may trace compiled functions.
+
+Choices not taken are probed now and then (`PROBE_STEPS` steps at one batch size, ended
+early when rows join or leave), alternately the best of the other kind (a tree while plain
+steps win, plain steps while trees do) and the choice that would win if its family accepted
+what the family run last does now, less often the more a probe would lose (`PROBE_BUDGET`).
+So a drafter that stops predicting costs about plain speed, and one that predicts again
+drafts after a probe or two. The choice depends on tokens already decided and on timings,
+never on the draws acceptance makes: the output stays exact (greedy identical, sampling
+exact per row).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..drafting import TreeShape
+from .calibration import Calibration
+
+Choice = TreeShape | None  # a step's tree; None: a plain step
+
+UNCALIBRATED_RATE = 0.5  # a family's first-depth rate where no calibration says
+PRIOR_DRAFTS = 4.0  # a depth's rate leans on its prior with the weight of this many rows
+PRIOR_FLOOR = 0.25  # ... the first depth's, once the answer's own rows have outweighed it
+RATE_DECAY = 0.85  # per tree step, for the acceptance counts: about the last 6 steps' rows
+PRIOR_WEIGHT = 0.1  # a calibrated step time's weight in the cost model, against a measured one's 1
+SAMPLES = 5  # step times kept per (B, choice)
+PROBE_BUDGET = 0.03  # the share of decoding time probes may lose against the best choice
+PROBE_STEPS = 3  # a probe runs this many steps: the middle one is timed inside a run
+MIN_PROBE_INTERVAL = 8  # steps of the best choice between probes, at least
+MAX_PROBE_INTERVAL = 128
+
+
+def geometric_drafts(rate: float, length: int) -> float:
+    """Expected accepted drafts of a beam of `length` when each draft is accepted with
+    probability `rate` given its parent was: rate + rate^2 + ... + rate^(length - 1)."""
+    return sum(rate**d for d in range(1, length))
+
+
+def geometric_rate(drafts: float, length: int) -> float:
+    """The rate whose `geometric_drafts` over `length` is `drafts` (bisection)."""
+    low, high = 0.0, 1.0
+    for _ in range(40):
+        mid = (low + high) / 2
+        low, high = (mid, high) if geometric_drafts(mid, length) < drafts else (low, mid)
+    return (low + high) / 2
+
+
+def features(rows: int, choice: Choice) -> np.ndarray:
+    """What a step's time is linear in: 1, B, B x P (the largest packed tree), B x S x L."""
+    packed, cells = (1, 0) if choice is None else (choice.max_packed, choice.search_width * choice.beam_length)
+    return np.array([1.0, rows, rows * packed, rows * cells])
+
+
+def step_choices(start: TreeShape, deepest: int | None = None) -> list[Choice]:
+    """What a step may run: a plain step, `start`'s family (its width, search and budget) at
+    every length from 2 to `deepest` (default: `start`'s), and a single beam of each length."""
+    deepest = deepest or start.beam_length
+    trees = {
+        start,
+        *(TreeShape(start.beam_width, n, start.search_width, start.node_budget) for n in range(2, deepest + 1)),
+    }
+    chains = {TreeShape(1, n, 1) for n in range(2, deepest + 1)}
+    return [None, *sorted(trees | chains, key=lambda s: (s.beam_width, s.beam_length))]
+
+
+def family(tree: TreeShape) -> tuple[int, int, int | None]:
+    """What the trees of one family share: all but their length."""
+    return tree.beam_width, tree.search_width, tree.node_budget
+
+
+class DepthRates:
+    """A family's acceptance at each depth d: of the rows whose drafts were accepted down to
+    d - 1 and whose trees reached d, the share that accepted one at d too. A step's expected
+    drafts are the sum over d of the product of the rates down to d, whatever the tree's
+    shape. The first depth's rate leans on a prior rate with the weight it is given; each
+    deeper one on the shallower one's with the weight of `PRIOR_DRAFTS` rows, so depths not
+    reached for a while (only short trees ran) follow the fresh shallow rate."""
+
+    def __init__(self, depths: int):
+        self.judged = np.zeros(depths)  # rows whose drafts were judged at depth d + 1
+        self.accepted = np.zeros(depths)  # ... and accepted there
+
+    def forget(self) -> None:
+        """A tree step passed: older rows weigh `RATE_DECAY` as much."""
+        self.judged *= RATE_DECAY
+        self.accepted *= RATE_DECAY
+
+    def observe(self, accepted: Sequence[int], length: int) -> None:
+        """A step of this family's trees of `length` accepted `accepted` drafts per row."""
+        drafts = np.asarray(accepted)[:, None]
+        depth = np.arange(len(self.judged))[None, :]
+        self.judged += ((drafts >= depth) & (depth < length - 1)).sum(axis=0)
+        self.accepted += (drafts > depth).sum(axis=0)
+
+    def first_rate(self, prior: float, weight: float) -> float:
+        return (self.accepted[0] + weight * prior) / (self.judged[0] + weight)
+
+    def drafts(self, length: int, prior: float, weight: float) -> float:
+        """Expected accepted drafts per row of a tree of `length`."""
+        total, reach, rate = 0.0, 1.0, self.first_rate(prior, weight)
+        for d in range(length - 1):
+            if d:
+                rate = (self.accepted[d] + PRIOR_DRAFTS * rate) / (self.judged[d] + PRIOR_DRAFTS)
+            reach *= rate
+            total += reach
+        return total
+
+
+class StepPolicy:
+    """Chooses each step's tree, or a plain step, for B rows (1: a single answer) among
+    `step_choices(start, deepest)`, with `calibration` (if any) as the prior. `choose` before
+    each step, `observe` each step's outcome once the host has read it, `reset` before a new
+    answer (its acceptance starts again from the prior; timings are the machine's and stay)."""
+
+    def __init__(self, start: TreeShape, calibration: Calibration | None = None, deepest: int | None = None):
+        self.start, self.calibration = start, calibration
+        self.choices = step_choices(start, deepest)
+        self.trees = [c for c in self.choices if c is not None]
+        self.longest = max(self.trees, key=lambda t: (t.max_packed, t.beam_length))
+        depths: dict[tuple, int] = {}  # family -> its longest tree's drafts
+        for tree in self.trees:
+            depths[family(tree)] = max(depths.get(family(tree), 0), tree.beam_length - 1)
+        self.priors = {f: self._prior_rate(f) for f in depths}
+        self.rates = {f: DepthRates(d) for f, d in depths.items()}
+        self.calibrated = {c: ms for c in self.choices if (ms := self._calibrated_ms(c)) is not None}
+        self.timed: dict[tuple[int, Choice], deque[float]] = {}  # (B, choice) -> its last step times (ms)
+        self.coefficients: np.ndarray | None = None
+        self._fit()
+        self.untimed: list[Choice] = [] if self.calibrated else [start, None]  # run each before choosing
+        self.reset()
+
+    def reset(self) -> None:
+        """A new answer: acceptance from the prior again, no probe under way."""
+        self.rates = {f: DepthRates(len(r.judged)) for f, r in self.rates.items()}
+        self.tree_steps = 0  # tree steps observed since the reset
+        self.queued: list[Choice] = []  # the rest of a probe's run, at `probe_rows` rows
+        self.probe_rows = 0
+        self.since_probe = 0
+        self.probes = 0
+        self.previous: tuple[int, Choice] | None = None  # the last step's (B, choice)
+        self.fresh: tuple | None = None  # the family of the last tree step
+
+    # --- the prior --------------------------------------------------------------------
+
+    def _prior_rate(self, tree_family: tuple) -> float:
+        """The first-depth rate of the calibration's deepest tree of the family, if any."""
+        cal = self.calibration
+        known = [s for s in (cal.shapes if cal else ()) if family(s) == tree_family and s.beam_length > 1]
+        if not known:
+            return UNCALIBRATED_RATE
+        deepest = max(known, key=lambda s: s.beam_length)
+        return geometric_rate(cal.shapes[deepest].tokens_per_step - 1, deepest.beam_length)
+
+    def _calibrated_ms(self, choice: Choice) -> float | None:
+        """The calibration's time of one step of `choice` at one row, if it has one."""
+        cal = self.calibration
+        if cal is None:
+            return None
+        if choice is None:
+            return cal.ar_ms or cal.verify_ms_at(1) + cal.overhead_ms
+        return cal.step_ms(choice) if choice in cal.shapes else None
+
+    def slowdown(self) -> float:
+        """How much slower than calibrated this machine runs now: the median measured /
+        calibrated time over the choices timed at one row (1.0 before any was)."""
+        ratios = [self.measured(1, c) / ms for c, ms in self.calibrated.items() if (1, c) in self.timed]
+        return float(np.median(ratios)) if ratios else 1.0
+
+    # --- the two estimates ------------------------------------------------------------
+
+    def measured(self, rows: int, choice: Choice) -> float | None:
+        """The median of the last step times at (B, choice), or the least of one or two: a
+        step that traced a compiled function anew, or ran beside other work, is slow, never fast."""
+        times = self.timed.get((rows, choice))
+        if not times:
+            return None
+        return float(np.median(times)) if len(times) >= 3 else min(times)
+
+    def ms(self, rows: int, choice: Choice) -> float:
+        """A step's time: as measured at this batch size, else the cost model's."""
+        measured = self.measured(rows, choice)
+        if measured is not None:
+            return measured
+        return max(float(self.coefficients @ features(rows, choice)), 1e-3)
+
+    def known_ms(self, rows: int, choice: Choice) -> float | None:
+        """`ms`, or None while nothing says (no calibration, nothing timed yet)."""
+        if self.coefficients is None and self.measured(rows, choice) is None:
+            return None
+        return self.ms(rows, choice)
+
+    def tokens(self, choice: Choice) -> float:
+        """Expected tokens per row of a step of `choice` (the guaranteed one and its drafts)."""
+        if choice is None:
+            return 1.0
+        f = family(choice)
+        return 1 + self.rates[f].drafts(choice.beam_length, self.first_prior(f), self.prior_weight())
+
+    def prior_weight(self) -> float:
+        """The weight, in rows, of a family's first-depth prior: `PRIOR_DRAFTS`, fading with
+        the tree steps observed to `PRIOR_FLOOR`."""
+        return PRIOR_DRAFTS * RATE_DECAY**self.tree_steps + PRIOR_FLOOR
+
+    def first_prior(self, tree_family: tuple) -> float:
+        """A family's first-depth prior: its calibrated rate, or, while another family runs,
+        that rate scaled as the running family's now compares with its own calibrated rate
+        (a family not run for a while knows only what the text was like then)."""
+        fresh = self.fresh
+        if fresh is None or fresh == tree_family:
+            return self.priors[tree_family]
+        now = self.rates[fresh].first_rate(self.priors[fresh], self.prior_weight())
+        return min(1.0, self.priors[tree_family] * now / max(self.priors[fresh], 1e-9))
+
+    def speed(self, rows: int, choice: Choice) -> float:
+        """Expected tokens per millisecond of the whole batch."""
+        return rows * self.tokens(choice) / self.ms(rows, choice)
+
+    def drafting_pays(self, rows: int, choice: Choice) -> bool:
+        """Whether a step of `choice` at `rows` rows is expected to beat a plain one (True
+        while nothing is known)."""
+        if choice is None or self.known_ms(rows, None) is None:
+            return True
+        return self.speed(rows, choice) >= self.speed(rows, None)
+
+    def best(self, rows: int) -> Choice:
+        return max(self.choices, key=lambda c: self.speed(rows, c))
+
+    # --- choosing and observing -------------------------------------------------------
+
+    def choose(self, rows: int) -> Choice:
+        """The choice of the next step of `rows` rows."""
+        if self.queued and self.probe_rows == rows:
+            return self.queued.pop()
+        self.queued = []  # a probe measures one batch size: rows came or went, its rest would time nothing
+        if self.untimed or self.coefficients is None:
+            return self._probe(self.untimed.pop(0) if self.untimed else self.start, rows)
+        best = self.best(rows)
+        candidate = self._candidate(rows, best)
+        self.since_probe += 1
+        if self.since_probe >= self.probe_interval(rows, best, candidate):
+            self.since_probe, self.probes = 0, self.probes + 1
+            return self._probe(candidate, rows)
+        return best
+
+    def _candidate(self, rows: int, best: Choice) -> Choice:
+        """The next probe: alternately the best of the other kind, and the choice that would be
+        fastest if its family accepted as the family run last does (a family not run for a
+        while knows only what the text was like then)."""
+        others = [c for c in self.choices if c != best]
+        if self.probes % 2 == 0:
+            return max((c for c in others if (c is None) != (best is None)), key=lambda c: self.speed(rows, c))
+        return max(others, key=lambda c: self.hopeful_speed(rows, c))
+
+    def hopeful_speed(self, rows: int, choice: Choice) -> float:
+        """`speed`, with the drafts the family run last would accept at `choice`'s length if more."""
+        if choice is None or self.fresh is None:
+            return self.speed(rows, choice)
+        fresh = self.rates[self.fresh].drafts(choice.beam_length, self.priors[self.fresh], self.prior_weight())
+        tokens = max(self.tokens(choice), 1 + fresh)
+        return rows * tokens / self.ms(rows, choice)
+
+    def probe_interval(self, rows: int, best: Choice, probe: Choice) -> int:
+        """Steps of `best` before a probe of `probe`: enough that the probe's loss against
+        `best` is at most `PROBE_BUDGET` of the time, within the interval's bounds."""
+        best_ms = self.ms(rows, best)
+        loss = PROBE_STEPS * (self.ms(rows, probe) - self.tokens(probe) * best_ms / self.tokens(best))
+        steps = math.ceil(loss / (PROBE_BUDGET * best_ms)) if loss > 0 else 0
+        return min(max(MIN_PROBE_INTERVAL, steps), MAX_PROBE_INTERVAL)
+
+    def _probe(self, choice: Choice, rows: int) -> Choice:
+        self.queued, self.probe_rows = [choice] * (PROBE_STEPS - 1), rows
+        return choice
+
+    def observe(
+        self, choice: Choice, rows: int, accepted: Sequence[int], seconds: float | None, following: Choice
+    ) -> None:
+        """A step of `choice` over `rows` rows accepted `accepted` drafts per row, and took
+        `seconds` including the draft of `following` (the next step's choice; None: it did
+        other work too, untimed); only a step inside a run of its choice at its batch size is
+        timed (the first step at a new (B, choice) may trace compiled functions for its shapes)."""
+        if choice is not None and len(accepted):
+            self.fresh, self.tree_steps = family(choice), self.tree_steps + 1
+            for rates in self.rates.values():
+                rates.forget()
+            self.rates[self.fresh].observe(accepted, choice.beam_length)
+        steady = self.previous == (rows, choice) and following == choice
+        self.previous = (rows, choice)
+        if not steady or seconds is None:
+            return
+        self.timed.setdefault((rows, choice), deque(maxlen=SAMPLES)).append(1e3 * seconds)
+        self._fit()
+
+    def _fit(self) -> None:
+        """The cost model, fitted on every (B, choice) measured and on the calibration's times
+        (scaled by `slowdown`, with the weight of `PRIOR_WEIGHT` each)."""
+        keys = list(self.timed)
+        scale = self.slowdown()
+        rows = [(features(b, c), self.measured(b, c), 1.0) for b, c in keys]
+        rows += [(features(1, c), scale * ms, PRIOR_WEIGHT) for c, ms in self.calibrated.items()]
+        if not rows:
+            return
+        weight = np.sqrt([w for _, _, w in rows])
+        x_all = np.array([x for x, _, _ in rows]) * weight[:, None]
+        ms = np.array([t for _, t, _ in rows]) * weight
+        used = list(range(x_all.shape[1]))
+        while True:  # least squares with every cost >= 0: drop a feature whose fit went negative
+            x = x_all[:, used]
+            ridge = 1e-3 * np.eye(len(used))  # keeps the fit defined while few points are known
+            fit = np.linalg.solve(x.T @ x + ridge, x.T @ ms)
+            if fit.min() >= 0 or len(used) == 1:
+                break
+            used.pop(int(np.argmin(fit)))
+        self.coefficients = np.zeros(x_all.shape[1])
+        self.coefficients[used] = np.maximum(fit, 0)

@@ -1,0 +1,229 @@
+"""The step policy on simulated steps, for one row and for batches: it drafts longer where
+everything is accepted, decodes plainly where nothing is or where the machine makes trees
+slow, probes within its budget, drafts again once drafting pays, and takes its timings and
+acceptance only from steps that can tell them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from redrafter_mlx.drafting import TreeShape
+from redrafter_mlx.tuning import Choice, StepPolicy
+from redrafter_mlx.tuning.plan import deepest_calibrated
+from redrafter_mlx.tuning.policy import MAX_PROBE_INTERVAL, PROBE_BUDGET
+
+from .helpers import cpu_like, cpu_like_ms
+
+SHAPE = TreeShape(3, 4, 8)
+
+
+def calibrated_policy(accept: float = 0.6) -> StepPolicy:
+    """The policy `plan_drafting` builds from a CPU-like calibration."""
+    calibration = cpu_like(accept)
+    start = calibration.best(beam_width=3, search_width=16)
+    return StepPolicy(start, calibration, deepest_calibrated(calibration, start, None))
+
+
+def drive(
+    policy: StepPolicy,
+    steps: int,
+    accepted: Callable[[TreeShape], int],
+    ms: Callable[[int, Choice], float] = cpu_like_ms,
+    rows: int = 1,
+) -> list[Choice]:
+    """`steps` simulated steps of `rows` rows: each row of a tree step accepts
+    `accepted(tree)` drafts; a step takes `ms(rows, choice)`."""
+    chosen = [policy.choose(rows)]
+    for _ in range(steps):
+        choice = chosen[-1]
+        chosen.append(policy.choose(rows))  # as decoding does: the next step is drafted, then this one read
+        drafts = [0 if choice is None else accepted(choice)] * rows
+        policy.observe(choice, rows, drafts, ms(rows, choice) / 1e3, chosen[-1])
+    return chosen[:-1]
+
+
+def speed(
+    chosen: list[Choice], accepted: Callable[[TreeShape], int], ms: Callable[[int, Choice], float] = cpu_like_ms
+) -> float:
+    """Tokens per millisecond of one row's steps `chosen`."""
+    tokens = sum(1 + (0 if c is None else accepted(c)) for c in chosen)
+    return tokens / sum(ms(1, c) for c in chosen)
+
+
+def best_fixed(policy: StepPolicy, accepted: Callable[[TreeShape], int], ms=cpu_like_ms) -> float:
+    """The speed of the best choice run every step."""
+    return max(speed([c], accepted, ms) for c in policy.choices)
+
+
+def test_everything_accepted_drafts_longer_and_nothing_accepted_decodes_plainly():
+    policy = calibrated_policy(accept=0.3)  # a weaker drafter: the calibration's best is a middle length
+    assert 2 < policy.start.beam_length < policy.longest.beam_length
+    assert policy.choose(1) == policy.start  # no evidence yet: the calibration's choice
+    policy.reset()
+    chosen = drive(policy, 12, lambda tree: tree.beam_length - 1)  # repetitive text
+    assert chosen[-1] is not None and chosen[-1].beam_length > policy.start.beam_length
+    policy.reset()
+    chosen = drive(policy, 200, lambda tree: 0)  # a drafter out of its depth
+    assert speed(chosen[10:], lambda tree: 0) > (1 - 2 * PROBE_BUDGET) * speed([None], lambda tree: 0)
+
+
+def test_an_answers_first_misses_do_not_switch_drafting_off():
+    """The calibration's rate weighs as several drafts: two steps that accept nothing are
+    not enough to call the drafter useless."""
+    policy = calibrated_policy()
+    for _ in range(2):
+        choice = policy.choose(1)
+        assert choice is not None
+        policy.observe(choice, 1, [0], cpu_like_ms(1, choice) / 1e3, choice)
+    assert policy.choose(1) is not None
+
+
+def test_the_policy_decodes_plainly_while_the_drafter_never_accepts_and_drafts_again_when_it_does():
+    policy = calibrated_policy()
+    never = drive(policy, 200, lambda tree: 0)
+    assert never[20:].count(None) > 0.5 * len(never[20:])  # the rest: probes, of the cheapest chains
+    assert any(c is not None for c in never[20:]), "the policy never looks back at drafting"
+    # probes lose at most about their budget against plain decoding
+    assert speed(never[20:], lambda tree: 0) > (1 - 2 * PROBE_BUDGET) * speed([None], lambda tree: 0)
+    whole = lambda tree: tree.beam_length - 1  # noqa: E731 (every draft accepted)
+    again = drive(policy, 3 * MAX_PROBE_INTERVAL, whole)
+    first_tree = next(i for i, c in enumerate(again) if c is not None)
+    assert first_tree <= MAX_PROBE_INTERVAL
+    settled = again[first_tree + MAX_PROBE_INTERVAL :]  # a probe or two later
+    assert settled.count(None) <= 0.1 * len(settled)
+    assert speed(settled, whole) > 0.9 * best_fixed(policy, whole)
+
+
+def test_a_machine_that_slows_trees_more_than_plain_steps_decodes_plainly():
+    """The calibration says trees win; this machine's trees take 3x their time (busy)."""
+    policy = calibrated_policy()
+    accept = lambda tree: min(tree.beam_length - 1, 4)  # noqa: E731 (the text runs 4 drafts deep)
+    busy = lambda rows, c: cpu_like_ms(rows, c) * (1 if c is None else 3)  # noqa: E731
+    slow_trees = drive(policy, 200, accept, busy)
+    assert all(c is None or c.beam_width == 1 for c in slow_trees[100:])  # plain steps, and chains where they pay
+    assert speed(slow_trees[100:], accept, busy) > 0.9 * best_fixed(policy, accept, busy)
+    fresh = calibrated_policy()
+    as_calibrated = drive(fresh, 200, accept)
+    assert as_calibrated[20:].count(None) < 0.2 * len(as_calibrated[20:])
+    assert speed(as_calibrated[100:], accept) > 0.9 * best_fixed(fresh, accept)  # a probe found the chains
+
+
+def test_untimed_choices_take_the_calibration_times_this_machine_is_slower_by():
+    """Plain steps run at twice the calibrated time: a tree never timed is expected at about
+    twice its calibrated time too."""
+    policy = calibrated_policy()
+    for _ in range(4):
+        policy.observe(None, 1, [], 2 * cpu_like_ms(1, None) / 1e3, None)
+    tree = policy.start
+    assert policy.measured(1, tree) is None
+    assert policy.ms(1, tree) == pytest.approx(2 * cpu_like_ms(1, tree), rel=0.25)
+
+
+def test_without_a_calibration_both_kinds_are_timed_then_the_faster_wins():
+    policy = StepPolicy(SHAPE)
+    assert policy.known_ms(1, SHAPE) is None
+    same_cost = lambda rows, c: 100.0 if c is None else 120.0  # noqa: E731
+    fast_trees = drive(policy, 60, lambda tree: 3, same_cost)  # 4 tokens in 1.2x
+    assert fast_trees[:6] == [SHAPE] * 3 + [None] * 3  # each kind run long enough to be timed
+    assert fast_trees[10:].count(None) < 0.1 * len(fast_trees[10:])
+    policy.reset()
+    slow_trees = drive(policy, 120, lambda tree: 0, same_cost)
+    assert speed(slow_trees[20:], lambda tree: 0, same_cost) > (1 - 2 * PROBE_BUDGET) * speed(
+        [None], lambda tree: 0, same_cost
+    )
+
+
+def test_the_drafters_deepest_beam_bounds_the_lengths():
+    calibration = cpu_like()
+    start = TreeShape(3, 3, 16)
+    assert deepest_calibrated(calibration, start, None) > 4
+    policy = StepPolicy(start, calibration, deepest_calibrated(calibration, start, 4))
+    assert sorted({t.beam_length for t in policy.trees}) == [2, 3, 4]
+    assert {t.beam_width for t in policy.trees} == {1, 3}
+
+
+def test_a_step_is_timed_only_inside_a_run_at_its_batch_size():
+    """The first step at a new (B, choice) traces compiled functions for its shapes: slow once,
+    it would make the choice look slow at that batch size for as long as it is not run again."""
+    policy = StepPolicy(SHAPE)
+    for seconds in (0.9, 0.1, 0.1):
+        policy.observe(SHAPE, 8, [1] * 8, seconds, SHAPE)
+    assert policy.measured(8, SHAPE) == pytest.approx(100)  # the run's first step is not timed
+    policy.observe(SHAPE, 7, [1] * 7, 0.9, SHAPE)  # a row left: new shapes
+    assert policy.measured(7, SHAPE) is None
+    policy.observe(SHAPE, 7, [1] * 7, 0.08, SHAPE)
+    assert policy.measured(7, SHAPE) == pytest.approx(80)
+
+
+def test_a_probe_ends_when_the_batch_size_changes():
+    """A probe runs a choice a few steps at one batch size. Begun with one row (where a wide
+    tree is cheap), it must not run on into a burst of 16 joins: there its steps would be
+    dear, and timed at no batch size."""
+    policy = StepPolicy(SHAPE)
+    assert policy.choose(1) == SHAPE
+    assert policy.choose(1) == SHAPE  # the probe's run
+    assert policy.choose(16) is None  # rows joined: the plain step's probe begins
+    assert policy.choose(16) is None
+
+
+def test_the_expected_tokens_follow_the_acceptance_of_a_steady_text():
+    """Rows accepting 0, 1, 2 and 3 drafts of a chain of 4 in turn: a draft is accepted at
+    depth 1 by 3 rows in 4, at 2 by 2, at 3 by 1, so a step yields 1 + 1.5 tokens per row on
+    average; a chain of 3 stops at depth 2, 1 + 1.25."""
+    policy = StepPolicy(SHAPE)
+    chain = TreeShape(1, 4, 1)
+    for _ in range(100):
+        policy.observe(chain, 4, [0, 1, 2, 3], None, chain)
+    assert policy.tokens(chain) == pytest.approx(2.5, rel=0.05)
+    assert policy.tokens(TreeShape(1, 3, 1)) == pytest.approx(2.25, rel=0.05)
+    assert policy.tokens(None) == 1
+
+
+def test_a_beam_that_ran_out_of_tree_is_not_a_rejection():
+    """A chain of 2 whose one draft is always accepted says nothing against depth 2: the
+    longer chains of its family expect every draft accepted too."""
+    policy = StepPolicy(SHAPE)
+    short = TreeShape(1, 2, 1)
+    for _ in range(100):
+        policy.observe(short, 1, [1], None, short)
+    assert policy.tokens(TreeShape(1, 4, 1)) > 3.8
+
+
+def test_a_short_chain_tells_what_every_tree_accepts_now():
+    """The text changed while only the shortest chain ran: the longer chains and the other
+    family's trees, not run since, must not keep the estimate of what they accepted before
+    (they would win every choice)."""
+    policy = StepPolicy(SHAPE)
+    long, short = TreeShape(1, 4, 1), TreeShape(1, 2, 1)
+    for _ in range(50):  # a repetitive stretch: every draft accepted
+        policy.observe(long, 4, [3] * 4, None, long)
+        policy.observe(SHAPE, 4, [3] * 4, None, SHAPE)
+    assert policy.tokens(long) > 3.5
+    for _ in range(50):  # then prose the drafter misses
+        policy.observe(short, 4, [0] * 4, None, short)
+    assert policy.tokens(long) < 1.2
+    assert policy.tokens(SHAPE) < 1.2
+
+
+def test_drafting_pays_where_its_tokens_outrun_its_cost_at_the_batch_size():
+    policy = StepPolicy(SHAPE)
+    assert policy.drafting_pays(16, SHAPE)  # nothing timed yet: the trees stand
+    for rows, choice in [(rows, c) for rows in (1, 8) for c in policy.choices for _ in range(4)]:
+        packed = 1 if choice is None else choice.max_packed  # a pass costs 40 ms and 3 ms per token
+        accepted = [0 if choice is None else choice.beam_length - 1] * rows  # every draft accepted
+        policy.observe(choice, rows, accepted, (40 + 3 * rows * packed) / 1e3, choice)
+    # One row: SHAPE's 4 tokens in 40 + 30 ms against 1 in 43; 16 rows: 64 in 520 against 16 in 88.
+    assert policy.drafting_pays(1, SHAPE) and not policy.drafting_pays(16, SHAPE)
+    assert policy.drafting_pays(16, None)
+
+
+def test_a_batch_drafts_nothing_where_trees_cost_more_than_they_gain():
+    policy = StepPolicy(SHAPE)
+    drive(policy, 300, lambda tree: 0, rows=8)
+    assert policy.best(8) is None  # nothing accepted: every tree loses
+    for tree in policy.trees:
+        for _ in range(40):  # every draft accepted
+            policy.observe(tree, 1, [tree.beam_length - 1], 0.1, None)
+    assert policy.best(1) is not None
