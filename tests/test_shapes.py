@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import mlx.core as mx
 import pytest
 
 from redrafter_mlx.decoding.loop import decode_steps, generate_ar
@@ -21,7 +22,7 @@ from redrafter_mlx.runtime import fastmath
 from redrafter_mlx.tuning.plan import DraftPlan
 
 from .archs import arch_config, random_mlx_lm_model
-from .helpers import collect
+from .helpers import FLOAT32_RTOL, TINY_VOCAB, collect, random_model, relative_error, tiny_config
 
 
 def shapes_of_answers(model, drafter, prompt, shape) -> tuple[int, int, list[int]]:
@@ -82,3 +83,17 @@ def test_no_compiled_function_traces_again_once_an_answer_warmed_them(embedded, 
     traces.clear()
     tokens = sum(len(step.tokens) for step in steps)
     assert tokens > 150 and not traces, traces
+
+
+def test_a_new_block_shape_traces_each_layer_part_once_for_every_layer(traces):
+    """A fresh process's first steps meet a few block shapes; each must trace the compiled
+    parts around attention once, not once per layer, and compute what the uncompiled layers do."""
+    model = random_model(tiny_config(num_hidden_layers=4, vocab_size=TINY_VOCAB), seed=3)
+    tokens = mx.array([[5, 9, 2]])
+    plain = model(tokens, model.make_cache())  # a prompt: uncompiled layers (each counted)
+    traces.clear()
+    tree = model(tokens, model.make_cache(), mask=mx.tril(mx.ones((3, 3), dtype=mx.bool_)))  # compiled
+    assert traces["layer before attention"] == traces["layer after attention"] == 1, traces
+    assert relative_error(tree, plain) < FLOAT32_RTOL
+    model(tokens + 1, model.make_cache(), mask=mx.tril(mx.ones((3, 3), dtype=mx.bool_)))
+    assert traces["layer before attention"] == 1  # the same shape: no trace

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -96,6 +97,39 @@ class MLP(nn.Module):
         return self.down_proj(fastmath.swiglu(self.gate_proj(x), self.up_proj(x)))
 
 
+class CompiledParts:
+    """The parts of a layer around attention, compiled once for all the layers of a model.
+
+    Short blocks (decoding, verification) run them compiled: on a CPU a layer's many small ops
+    cost more to dispatch than to compute. The layer's weights are inputs of the compiled
+    function, so a new block shape traces once for every layer (not once per layer: 30 traces
+    per part on the embedded model, a fresh process's first steps' stall), and loading or
+    quantizing weights later is seen. Tracing runs the layer's own code on its weights'
+    placeholders, then gives the layer its weights back."""
+
+    def __init__(self):
+        self._layer: TransformerBlock | None = None
+        self._before = mx.compile(partial(self._traced, "before_attention"))
+        self._after = mx.compile(partial(self._traced, "after_attention"))
+
+    def _traced(self, part: str, weights: dict, *args: mx.array):
+        layer = self._layer
+        own = layer.parameters()
+        layer.update(weights)
+        try:
+            return getattr(layer, part)(*args)
+        finally:
+            layer.update(own)
+
+    def before(self, layer: TransformerBlock, x: mx.array, positions: mx.array) -> tuple[mx.array, mx.array, mx.array]:
+        self._layer = layer
+        return self._before(layer.parameters(), x, positions)
+
+    def after(self, layer: TransformerBlock, x: mx.array, attended: mx.array) -> mx.array:
+        self._layer = layer
+        return self._after(layer.parameters(), x, attended)
+
+
 class TransformerBlock(nn.Module):
     def __init__(self, args: ModelArgs):
         super().__init__()
@@ -103,12 +137,7 @@ class TransformerBlock(nn.Module):
         self.mlp = MLP(args)
         self.input_layernorm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
         self.post_attention_layernorm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
-        # Short blocks (decoding, verification) run the parts around attention compiled: on a
-        # CPU a layer's many small ops cost more to dispatch than to compute. Traced once per
-        # input shape; the weights are read at every call (`inputs`), so loading or
-        # quantizing later is seen.
-        self.compiled_before = mx.compile(self.before_attention, inputs=self.state)
-        self.compiled_after = mx.compile(self.after_attention, inputs=self.state)
+        self.compiled: CompiledParts | None = None  # set by the model: shared by its layers
 
     def before_attention(self, x: mx.array, positions: mx.array | int) -> tuple[mx.array, mx.array, mx.array]:
         return self.self_attn.project(self.input_layernorm(x), positions)
@@ -127,20 +156,19 @@ class TransformerBlock(nn.Module):
         compiled: bool = False,
     ) -> mx.array:
         """`compiled` needs array `positions` (an int offset would be traced as a constant)."""
-        before, after = (
-            (self.compiled_before, self.compiled_after) if compiled else (self.before_attention, self.after_attention)
-        )
-        return after(x, self.self_attn.attend(*before(x, positions), mask, cache, layer))
+        if not compiled:
+            return self.after_attention(
+                x, self.self_attn.attend(*self.before_attention(x, positions), mask, cache, layer)
+            )
+        q, k, v = self.compiled.before(self, x, positions)
+        return self.compiled.after(self, x, self.self_attn.attend(q, k, v, mask, cache, layer))
 
     def run_together(
         self, x: mx.array, positions: mx.array, segments: Sequence[Segment], layer: int, compiled: bool
     ) -> mx.array:
         """`x` (1, N, D): the tokens of every segment end to end. The per-token work (norms,
         projections, MLP) runs on all N at once; attention runs per segment, over its cache."""
-        before, after = (
-            (self.compiled_before, self.compiled_after) if compiled else (self.before_attention, self.after_attention)
-        )
-        q, k, v = before(x, positions)  # (1, heads, N, Dh)
+        q, k, v = self.compiled.before(self, x, positions) if compiled else self.before_attention(x, positions)
         attended, start = [], 0
         for segment in segments:
             rows, length = segment.tokens.shape
@@ -152,7 +180,8 @@ class TransformerBlock(nn.Module):
             out = self.self_attn.attend(own(q), own(k), own(v), segment.mask, segment.cache, layer)
             attended.append(out.transpose(1, 0, 2, 3).reshape(1, out.shape[1], rows * length, -1))
             start = end
-        return after(x, mx.concatenate(attended, axis=2))
+        attended = mx.concatenate(attended, axis=2)
+        return self.compiled.after(self, x, attended) if compiled else self.after_attention(x, attended)
 
 
 class LlamaModel(nn.Module):
@@ -161,6 +190,9 @@ class LlamaModel(nn.Module):
         self.embed_tokens = nn.Embedding(args.vocab_size, args.hidden_size)
         self.layers = [TransformerBlock(args) for _ in range(args.num_hidden_layers)]
         self.norm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
+        compiled = CompiledParts()
+        for layer in self.layers:
+            layer.compiled = compiled
 
 
 class Model(nn.Module):
