@@ -15,7 +15,7 @@ from pathlib import Path
 from ..drafting import DraftFn, TreeShape
 from ..drafting.beam_search import DRAFT_TOP_K
 from .calibration import Calibration, find_calibration
-from .policy import StepPolicy
+from .policy import StepPolicy, family
 
 # Used where no calibration exists: the paper's search (S = W), whose drafting cost is
 # W beams whatever the drafter's head costs (a wider search pays only with a cheap head,
@@ -119,9 +119,6 @@ def plan_drafting(
 def deepest_calibrated(calibration: Calibration | None, shape: TreeShape, max_beam_length: int | None) -> int:
     """The deepest beam of `shape`'s family the calibration measured (at least `shape`'s),
     within `max_beam_length`, the deepest the drafter drafts."""
-    same = (shape.beam_width, shape.search_width, shape.node_budget)
     known = calibration.shapes if calibration is not None else ()
-    deepest = max(
-        [shape.beam_length, *(s.beam_length for s in known if (s.beam_width, s.search_width, s.node_budget) == same)]
-    )
+    deepest = max([shape.beam_length, *(s.beam_length for s in known if family(s) == family(shape))])
     return min(deepest, max_beam_length) if max_beam_length else deepest
