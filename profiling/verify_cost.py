@@ -13,7 +13,6 @@ import mlx.core as mx
 
 from redrafter_mlx.models.llm import prefill
 from redrafter_mlx.sampling import greedy
-from redrafter_mlx.verify.tree_attention import verify_mask
 
 
 def verify_cost(model, sizes: list[int], context: int = 200, growth: int = 256, repeats: int = 6) -> dict[int, float]:
@@ -32,7 +31,7 @@ def verify_cost(model, sizes: list[int], context: int = 200, growth: int = 256, 
             tokens = mx.arange(size, dtype=mx.int32)[None] + 200
             positions = mx.arange(size)[None] + cache.length
             tree = mx.tril(mx.ones((size, size), dtype=mx.bool_))
-            mask = verify_mask(tree, cache.length, cache.span(size))
+            mask = cache.attention_mask(tree[None])
             times = []
             for _ in range(repeats + 1):
                 tic = time.perf_counter()

@@ -111,7 +111,9 @@ def test_the_cache_is_compacted_only_when_the_accepted_beam_is_not_first(embedde
     gathered = []
     original = KVCache.gather_pending
     monkeypatch.setattr(
-        KVCache, "gather_pending", lambda cache, index: (gathered.append(index.tolist()), original(cache, index))
+        KVCache,
+        "gather_pending",
+        lambda cache, index: (gathered.append(index.reshape(-1).tolist()), original(cache, index)),
     )
     drafter = load_drafter_for(embedded, None)
     steps = 0

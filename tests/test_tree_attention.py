@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from redrafter_mlx.drafting.beam_search import INVALID_TOKEN
-from redrafter_mlx.verify.tree_attention import bucket, dedup_prefix, pack, tree_layout, verify_mask
+from redrafter_mlx.verify.tree_attention import bucket, dedup_prefix, pack, tree_layout
 
 from .helpers import random_model, tiny_config
 
@@ -88,7 +88,7 @@ def test_packed_verification_equals_per_beam_sequential_verification(beams, extr
         packed.tokens[None],
         cache,
         positions=(packed.depth + len(prefix))[None],
-        mask=verify_mask(packed.mask, cache.length),
+        mask=cache.attention_mask(packed.mask[None]),
     )
     packed_logits = MODEL.logits(hidden)[0]
     unpacked = packed_logits[layout.unpack_index]  # (W, L, V)
@@ -118,7 +118,7 @@ def test_tokens_outside_a_node_budget_are_neither_packed_nor_seen(beams, extra_p
     MODEL(mx.array([prefix]), cache)
     cache.commit(len(prefix))
     hidden = MODEL(
-        packed.tokens[None], cache, (packed.depth + len(prefix))[None], verify_mask(packed.mask, cache.length)
+        packed.tokens[None], cache, (packed.depth + len(prefix))[None], cache.attention_mask(packed.mask[None])
     )
     unpacked = MODEL.logits(hidden)[0][layout.unpack_index]
     for w in range(width):

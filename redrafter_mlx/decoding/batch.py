@@ -6,10 +6,11 @@ candidate tree and accepted count. A step drafts all rows' trees, packs the B tr
 `BatchKVCache`, accepts per row and compacts each row's cache. Requests join (`add`; their
 prompts are prefilled a chunk per step, in the rows' own pass, so running rows keep streaming,
 from the `PromptCache`'s longest prefix of them where it holds one) and leave (`remove`, or
-when their answer ends) between steps: continuous batching. As in `loop.generate_redrafter`,
-the only host read of a step fetches every row's accepted tokens and next tree size
-together, so a row's tokens are those of its batch-1 decoding: greedy output identical, and
-sampling exact per row, each request drawing from its own seed.
+when their answer ends) between steps: continuous batching. The verify, accept and compact
+are `tree_step`'s, which `loop.generate_redrafter` runs for one row; as there, the only host
+read of a step fetches every row's accepted tokens and next tree size together, so a row's
+tokens are those of its batch-1 decoding: greedy output identical, and sampling exact per
+row, each request drawing from its own seed.
 
 Stateless drafters (the RNN, Medusa, the MLP speculator) draft every row in one compiled
 phase, and a `StepPolicy` may choose each step's tree (or a plain step) for the batch as
@@ -28,17 +29,17 @@ import mlx.core as mx
 from ..drafting import BatchDraftFn, TreeDrafter, TreeShape, make_batch_draft_fn, make_draft_fn, plain_trees
 from ..drafting.beam_search import DRAFT_TOP_K
 from ..models.cache import BatchKVCache
-from ..models.llm import LLM, Segment, runs_together
+from ..models.llm import LLM, runs_together
 from ..sampling import sampler_scores
 from ..tuning.plan import FALLBACK_SHAPE
 from ..tuning.policy import Choice, StepPolicy
-from ..verify.acceptance import accept
-from ..verify.tree_attention import TreeLayout, bucket, pack, stack_trees
+from ..verify.tree_attention import TreeLayout, bucket, stack_trees
 from .joining import Join, Joins, Pacer
 from .logprobs import logprob_rows, read_logprobs
 from .prompt_cache import PromptCache
 from .rows import Request, Row, Update, lookup_texts
 from .steps import GenerationStats, context_room
+from .tree_step import Kept, keep_accepted, verify_trees
 
 PREFILL_BUDGET = 256  # prompt tokens joins prefill per step while rows decode, at most
 
@@ -244,22 +245,12 @@ class BatchDecoder:
         tic = time.perf_counter()
         rows, beams, layout, choice = self.rows, self.beams, self.layout, self.choice
         size = bucket(max(row.count for row in rows), 1 if choice is None else choice.max_packed)
-        packed = [pack(beams[b], TreeLayout.combine(lambda a, b=b: a[b], layout), size) for b in range(len(rows))]
-        tokens = mx.stack([p.tokens for p in packed])
-        positions = mx.stack([p.depth for p in packed]) + self.cache.offsets()[:, None]
-        mask = self.cache.attention_mask(mx.stack([p.mask for p in packed]))
-        rides, paced = self.joins.next_chunks(self.pacer, len(rows), tokens.size) if self.riding else ([], 0)
-        if rides:  # the oldest joins' next chunks run in this pass: the weights stream once for all
-            segments = [Segment(tokens, self.cache, positions, mask), *(segment for _, segment in rides)]
-            block, *chunks = self.model.run_together(segments, self.taps)
-        else:
-            block, chunks = self.model(tokens, self.cache, positions, mask, self.taps), []  # (B, P, D + taps)
-        feed = block[..., self.width :] if self.taps else block  # what the drafter reads
-        logits = self.model.logits(block[..., : self.width] if self.taps else block)
-        results, samplers = [], [row.sampler() for row in rows]
-        for b, sampler in enumerate(samplers):
-            results.append(accept(beams[b], layout.unpack_index[b], sampler_scores(sampler, logits[b]), sampler))
-        paths = mx.stack([r.path for r in results])  # (B, L)
+        width = size * len(rows)
+        rides, paced = self.joins.next_chunks(self.pacer, len(rows), width) if self.riding else ([], 0)
+        samplers = [row.sampler() for row in rows]
+        segments = [segment for _, segment in rides]  # the oldest joins' next chunks ride in this pass
+        verified = verify_trees(self.model, self.cache, beams, layout, size, samplers, self.taps, segments)
+        results, feed, logits, chunks = verified.results, verified.feed, verified.logits, verified.chunks
         last = beams.shape[1] - 1  # accepted drafts no other beam holds came from this one
         copied = [layout.copied[b] & (layout.owner[b][r.beam, r.accepted] == last) for b, r in enumerate(results)]
         lengths = []
@@ -267,8 +258,7 @@ class BatchDecoder:
             if self.lookup:
                 row.text.stage(r.emitted)
             lengths.append(row.text.length + r.accepted + 1)
-        hidden = mx.stack([feed[b, r.next_index] for b, r in enumerate(results)])
-        next_tokens = mx.stack([r.next_token for r in results])
+        hidden, next_tokens = verified.next_features(), verified.next_tokens()
         self.choice = self._next_choice(len(rows))
         lengths = mx.stack(lengths).astype(mx.int32)
         if self.stateful:
@@ -279,15 +269,7 @@ class BatchDecoder:
                 hidden, next_tokens, lookup_texts(self.rows, self.lookup and self.choice is not None), lengths
             )
         length = beams.shape[-1]
-        read = mx.concatenate(
-            [
-                mx.stack([r.accepted for r in results]),
-                mx.stack([r.emitted for r in results]).reshape(-1),
-                paths.reshape(-1),
-                self.layout.count,
-                mx.stack(copied).astype(mx.int32),
-            ]
-        )
+        read = mx.concatenate([*verified.reads(), self.layout.count, mx.stack(copied).astype(mx.int32)])
         logprobs = {
             b: logprob_rows(samplers[b], logits[b][r.path], r.emitted, row.request.logprobs)
             for b, (row, r) in enumerate(zip(rows, results))
@@ -298,17 +280,15 @@ class BatchDecoder:
             mx.eval(read, logprobs, riding)
         read = read.tolist()
         seconds = time.perf_counter() - tic
-        self.pacer.stepped(seconds, tokens.size, sum(chunk.shape[1] for chunk in chunks), paced)
+        self.pacer.stepped(seconds, width, sum(chunk.shape[1] for chunk in chunks), paced)
         for (join, _), chunk in zip(rides, chunks):
             self.joins.rode(join, chunk)
-        n, cut = len(rows), len(rows) * (1 + length)
-        accepted, emitted, counts, copied = read[:n], read[n:cut], read[-2 * n : -n], read[-n:]
-        kept_paths = [read[cut + b * length : cut + b * length + a + 1] for b, a in enumerate(accepted)]
+        n = len(rows)
+        kept = Kept.read(read, n, length)
+        accepted, counts, copied = kept.accepted, read[-2 * n : -n], read[-n:]
         if self.policy is not None:  # a step that carried a chunk is not timed
             self.policy.observe(choice, len(rows), accepted, None if rides else seconds, self.choice)
-        if any(path != list(range(len(path))) for path in kept_paths):  # else nothing moves
-            self.cache.gather_pending(paths)
-        self.cache.commit([a + 1 for a in accepted])
+        keep_accepted(self.cache, verified.paths, kept)
         for row, a in zip(rows, accepted):
             if row.session is not None:
                 row.session.commit(a + 1)
@@ -316,8 +296,7 @@ class BatchDecoder:
         plain_ms = self.policy.known_ms(n, None) if self.policy is not None else None
         cells = 1 if choice is None else choice.beam_width * choice.beam_length
         for b, row in enumerate(rows):
-            step_tokens = emitted[b * length : b * length + accepted[b] + 1]
-            new, finish = row.advance(step_tokens, cells, counts[b], self.eos_ids)
+            new, finish = row.advance(kept.tokens[b], cells, counts[b], self.eos_ids)
             if finish:
                 self._remember(b)
             else:

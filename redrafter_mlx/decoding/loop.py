@@ -3,7 +3,8 @@
 Both are generators yielding `Step`s (the tokens a step produced plus the running
 `GenerationStats`, `steps.py`), so the CLI, chat and bench never care which one runs
 (`decode_steps` picks ReDrafter when there is a drafter, drafting as a `tuning.DraftPlan`
-says). Like mlx-lm's `generate_step`, the next forward pass is queued with `mx.async_eval`
+says). A tree step's verify, accept and compact are `tree_step`'s, the kernel the batch
+runs too. Like mlx-lm's `generate_step`, the next forward pass is queued with `mx.async_eval`
 before the current token is read.
 """
 
@@ -22,9 +23,9 @@ from ..models.llm import LLM, prefill
 from ..runtime.timers import PhaseTimer
 from ..sampling import Sampler, make_greedy_or_sampler, sampler_scores
 from ..tuning.plan import DraftPlan
-from ..verify.acceptance import accept
-from ..verify.tree_attention import TreeLayout, bucket, pack, verify_mask
+from ..verify.tree_attention import TreeLayout, bucket
 from .steps import GenerationStats, Step, answer_part, context_room
+from .tree_step import Kept, Verified, keep_accepted, verify_trees
 
 
 def generate_ar(
@@ -89,7 +90,7 @@ class Unread:
     """A step's lazy outcome, before the host reads it: the tokens it emitted, what the drafter
     reads of the LLM state that predicted each (its hidden state, or EAGLE-3's tapped layer
     inputs), how many are real, and the next step's guaranteed token with the state that
-    predicted it; for a tree step also what the cache compaction needs."""
+    predicted it; for a tree step also the verify pass (`tree_step.Verified`)."""
 
     tokens: mx.array  # (n,) int32; a tree step's are padded to its beam length
     features: mx.array  # (n, F): F = D, or D per tapped layer
@@ -97,13 +98,12 @@ class Unread:
     token: mx.array  # () int32: tokens[count - 1], the next step's guaranteed token
     hidden: mx.array  # (F,): features[count - 1]
     tree: TreeShape | None = None  # the tree it verified; None: a plain step (or prefill)
-    accepted: mx.array | None = None  # () drafted tokens accepted (tree steps)
-    path: mx.array | None = None  # (L,) packed positions of the chosen beam (tree steps)
+    verified: Verified | None = None
     packed: int = 1  # unique tokens verified
 
     def reads(self) -> list[mx.array]:
-        """What the host reads of this step: [accepted, *tokens, *path] or [token]."""
-        return [self.tokens] if self.tree is None else [self.accepted[None], self.tokens, self.path]
+        """What the host reads of this step: `Verified.reads` (one row), or [token]."""
+        return [self.tokens] if self.verified is None else self.verified.reads()
 
 
 def generate_redrafter(
@@ -133,7 +133,8 @@ def generate_redrafter(
     (`drafter.ngrams`, `ngrams.py`); (3) the unique prefixes are packed and verified in ONE
     forward pass with a tree mask, padded to `plan.verify_lengths` (default: `bucket`);
     (4) the longest accepted prefix is kept and the cache compacted to it, moving the kept
-    positions to the front only when they are not there already (the first beam's are).
+    positions to the front only when they are not there already (the first beam's are);
+    3 and 4 are `tree_step`'s, for one row.
     A plain step is `generate_ar`'s: one token forward, queued before the previous token is
     read when the step before was plain too.
 
@@ -208,18 +209,11 @@ def generate_redrafter(
         return beams, layout
 
     def verify(tree: TreeShape, beams: mx.array, layout: TreeLayout, count: int) -> Unread:
-        """A tree step: the packed tree verified in one forward pass, and the accepted beam."""
-        packed = pack(beams, layout, padded[count])
-        timer.mark("pack", packed.tokens, packed.mask)
-        positions = (packed.depth + cache.length)[None]
-        mask = verify_mask(packed.mask, cache.length, cache.span(packed.tokens.shape[0]))
-        block, feed = split(model(packed.tokens[None], cache, positions, mask, taps)[0])
-        scores = sampler_scores(sampler, model.logits(block))
-        timer.mark("verify", scores)
-        r = accept(beams, layout.unpack_index, scores, sampler)
-        timer.mark("accept", r.emitted)
-        features, hidden = feed[r.path], feed[r.next_index]
-        return Unread(r.emitted, features, r.accepted + 1, r.next_token, hidden, tree, r.accepted, r.path, count)
+        """A tree step: the one kernel every decoder runs (`tree_step`), for this one row."""
+        one_row = TreeLayout.combine(lambda a: a[None], layout)
+        verified = verify_trees(model, cache, beams[None], one_row, padded[count], [sampler], taps, timer=timer)
+        r, feed = verified.results[0], verified.feed[0]
+        return Unread(r.emitted, feed[r.path], r.accepted + 1, r.next_token, feed[r.next_index], tree, verified, count)
 
     try:
         tic = time.perf_counter()
@@ -244,17 +238,16 @@ def generate_redrafter(
             reads = [*step.reads(), *([layout.count[None]] if layout else [])]
             values = (reads[0] if len(reads) == 1 else mx.concatenate(reads)).tolist()
             now = time.perf_counter()
-            if step.tree is None:
-                kept, tokens = 1, values[:1]
+            if step.verified is None:
+                tokens = values[:1]
             else:
-                accepted, length = values[0], step.tree.beam_length
-                kept, tokens, path = accepted + 1, values[1 : 1 + length], values[1 + length : 1 + 2 * length]
-                if path[:kept] != list(range(kept)):  # the kept positions are not in front already
-                    cache.gather_pending(mx.array(path[:kept], mx.int32))
+                verified = Kept.read(values, 1, step.tree.beam_length)
+                keep_accepted(cache, step.verified.paths, verified)
                 timer.mark("cache", *cache.state())
-                cache.commit(kept)
+                tokens = verified.tokens[0]
                 stats.verified_tokens.append(step.packed)
-                stats.tree_cells.append(step.tree.beam_width * length)
+                stats.tree_cells.append(step.tree.beam_width * step.tree.beam_length)
+            kept = len(tokens)
             if read_at is None:  # the prefill's token
                 stats.prompt_time, tic = now - tic, now
             else:
@@ -268,9 +261,9 @@ def generate_redrafter(
                 untold.clear()
                 untold_features.clear()
             else:
-                untold.extend(tokens[:kept])
+                untold.extend(tokens)
                 untold_features.append(step.features[:kept])
-            new, stop = answer_part(tokens[:kept], eos_ids, max_tokens - stats.num_tokens)
+            new, stop = answer_part(tokens, eos_ids, max_tokens - stats.num_tokens)
             if stop:
                 stats.finish_reason = "stop"
             stats.num_tokens += len(new)
@@ -283,7 +276,7 @@ def generate_redrafter(
             if choice is not None:
                 step = verify(choice, beams, layout, values[-1])
             else:  # after a tree step the cache is compacted only now: no queued step
-                step = upcoming or plain(mx.array(tokens[kept - 1], mx.int32))
+                step = upcoming or plain(mx.array(tokens[-1], mx.int32))
     finally:
         stats.phase_times = {k: v - before.get(k, 0.0) for k, v in timer.totals.items()}
         cache.trim(start_length + len(prompt) + max(stats.num_tokens - 1, 0))

@@ -69,14 +69,27 @@ class KVCache:
         `span` past them are padding."""
         return [self.length + block]
 
-    def commit(self, n: int) -> None:
-        """Keep the first n tokens of the pending block."""
-        self.length += n
+    def offsets(self) -> mx.array:
+        """(1,) int32: where the pending block starts (`BatchKVCache.offsets` for one row)."""
+        return mx.array([self.length], mx.int32)
+
+    def attention_mask(self, tree_mask: mx.array) -> mx.array:
+        """(1, 1, P, S) for a pending block with tree mask (1, P, P): it sees every committed
+        token and, after them, its ancestors; the `span`'s padding columns are hidden."""
+        block = tree_mask.shape[-1]
+        seen = mx.ones((1, block, self.length), mx.bool_)
+        padding = mx.zeros((1, block, self.span(block) - self.length - block), mx.bool_)
+        return mx.concatenate([seen, tree_mask, padding], axis=2)[:, None]
+
+    def commit(self, n: int | list[int]) -> None:
+        """Keep the first n tokens of the pending block ([n]: as `BatchKVCache.commit`)."""
+        self.length += n if isinstance(n, int) else n[0]
 
     def gather_pending(self, block_index: mx.array) -> None:
-        """Reorder the pending block so its tokens `block_index` (n,) come first (lazy; the
-        loop then commits the first n). Two ops per layer and array, so the loop calls it
-        only when the accepted tokens are not already at the front."""
+        """Reorder the pending block so its tokens `block_index` (n,) or (1, n) come first
+        (lazy; the loop then commits a prefix of them). Two ops per layer and array, so the
+        loop calls it only when the accepted tokens are not already at the front."""
+        block_index = block_index.reshape(-1)
         start, end = self.length, self.length + block_index.shape[0]
         index = block_index + start
         for layer in range(len(self.keys)):

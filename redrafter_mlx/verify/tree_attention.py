@@ -98,15 +98,6 @@ def pack(beams: mx.array, layout: TreeLayout, size: int) -> PackedTree:
     return PackedTree(tokens, depth, mask)
 
 
-def verify_mask(tree_mask: mx.array, cache_length: int, columns: int | None = None) -> mx.array:
-    """(1, 1, P, columns): every packed token sees the whole committed cache and its tree
-    ancestors; the columns after them (default none: `KVCache.span` pads to a chunk) are hidden."""
-    size = tree_mask.shape[0]
-    padding = (columns or cache_length + size) - cache_length - size
-    seen = mx.ones((size, cache_length), dtype=mx.bool_)
-    return mx.concatenate([seen, tree_mask, mx.zeros((size, padding), mx.bool_)], axis=1)[None, None]
-
-
 def bucket(count: int, limit: int, step: int | None = None) -> int:
     """Padded packed length: the next multiple of `step`, at most `limit` (= 1 + W(L-1)).
     Default step: 4 on a CPU, where a verify pass costs more with every token; on a GPU the
