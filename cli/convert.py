@@ -46,7 +46,7 @@ FormatOpt = Annotated[
         "-f",
         metavar="FORMAT",
         help=f"The checkpoint's kind: {', '.join(FORMATS)} (default: detected from its files: "
-        "medusa_lm_head.*, an MLP speculator's config, EAGLE's fc layer, else ReDrafter).",
+        "medusa_lm_head.*, an MLP speculator's config, a dflash_config, EAGLE's fc layer, else ReDrafter).",
         show_default=False,
     ),
 ]

@@ -35,6 +35,7 @@ from redrafter_mlx.cli.main import load_commands
 from redrafter_mlx.decoding import GenerationStats, generate_ar
 from redrafter_mlx.decoding.batch import BatchDecoder, Request
 from redrafter_mlx.drafting import TreeShape
+from redrafter_mlx.drafting.kinds.dflash import DFlash
 from redrafter_mlx.drafting.kinds.eagle import Eagle
 from redrafter_mlx.drafting.kinds.medusa import Medusa, MedusaConfig
 from redrafter_mlx.drafting.kinds.mlp_speculator import MLPSpeculator, MLPSpeculatorConfig
@@ -234,6 +235,42 @@ def random_eagle(vocab: int, hidden: int, heads: int, kv_heads: int, seed: int =
     )
     mx.eval(eagle.parameters())
     return eagle
+
+
+def dflash_config(
+    hidden: int,
+    heads: int,
+    kv_heads: int,
+    vocab: int,
+    layer_ids: tuple[int, ...],
+    mask_token_id: int,
+    block_size: int = 8,
+    layers: int = 1,
+) -> dict:
+    """A DFlash config.json in z-lab's layout (Qwen3-style, `dflash_config`), scaled down."""
+    return {
+        "architectures": ["DFlashDraftModel"],
+        "model_type": "qwen3",
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": hidden // heads,
+        "intermediate_size": 2 * hidden,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "max_position_embeddings": 2048,
+        "vocab_size": vocab,
+        "block_size": block_size,
+        "dflash_config": {"target_layer_ids": list(layer_ids), "mask_token_id": mask_token_id},
+    }
+
+
+def random_dflash(config: dict, seed: int = 0) -> DFlash:
+    mx.random.seed(seed)
+    dflash = DFlash(config)
+    mx.eval(dflash.parameters())
+    return dflash
 
 
 def random_medusa(vocab: int, hidden: int, heads: int, layers: int = 1, seed: int = 0) -> Medusa:

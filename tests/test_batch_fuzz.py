@@ -32,6 +32,8 @@ from redrafter_mlx.options import DecodingOptions
 from .helpers import (
     ScriptedPolicy,
     collect,
+    dflash_config,
+    random_dflash,
     random_drafter,
     random_eagle,
     random_medusa,
@@ -73,10 +75,13 @@ DRAFTERS: dict[str, Callable] = {
     "mlp": lambda: random_speculator(HIDDEN, 48, VOCAB, 2, seed=7).for_target(TARGET, "fuzz"),
     "eagle": lambda: random_eagle(VOCAB, HIDDEN, 4, 2, seed=3).for_target(TARGET, "fuzz"),
     "eagle3": lambda: random_eagle3(seed=4),
+    "dflash": lambda: random_dflash(dflash_config(HIDDEN, 4, 2, VOCAB, (1, 3), VOCAB - 1, 4), seed=8).for_target(
+        TARGET, "fuzz"
+    ),
     "draft-llm": lambda: DraftLLM(TARGET),
 }
 _drafters: dict[str, object] = {}
-OPENED_ON_FEATURES = {"eagle", "eagle3"}  # a session per row, opened on the LLM's features of the prompt
+OPENED_ON_FEATURES = {"eagle", "eagle3", "dflash"}  # a session per row, opened on the LLM's features of the prompt
 
 
 def drafter(kind: str):

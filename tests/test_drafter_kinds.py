@@ -16,7 +16,9 @@ from .helpers import (
     PROMPTS,
     collect,
     count_host_reads,
+    dflash_config,
     first_layers,
+    random_dflash,
     random_eagle,
     random_medusa,
     random_model,
@@ -27,6 +29,7 @@ from .helpers import (
 
 KINDS = {
     "draft-llm": lambda model: DraftLLM(first_layers(model, 20)),
+    "dflash": lambda model: random_dflash(dflash_config(576, 9, 3, 49152, (1, 14, 27), 0)),
     "eagle": lambda model: random_eagle(49152, 576, 9, 3),
     "medusa": lambda model: random_medusa(49152, 576, 4),
     "mlp": lambda model: random_speculator(576, 256, 49152, 4),

@@ -45,11 +45,13 @@ RNN = Kind("redrafter", ("recurrent_drafting_drafter",), f"{_KINDS_PACKAGE}.rnn"
 # A draft model's folder names its own architecture; any one mlx-lm implements is a draft LLM.
 DRAFT_LLM = Kind("draft-llm", ("llama", "mistral"), f"{_KINDS_PACKAGE}.draft_llm", savable=False)
 # Upstream formats are detected in this order: the EAGLEs' checks read the checkpoint's keys,
-# the others only file names and config fields, so they come last.
+# which a DFlash checkpoint's resemble (`fc`, `layers.*`), so DFlash's (its config's
+# `dflash_config`) comes before them, as do the others' (file names and config fields).
 KINDS = (
     RNN,
     Kind("medusa", ("medusa_drafter",), f"{_KINDS_PACKAGE}.medusa", upstream_format="medusa"),
     Kind("mlp-speculator", ("mlp_speculator_drafter",), f"{_KINDS_PACKAGE}.mlp_speculator", upstream_format="mlp"),
+    Kind("dflash", ("dflash_drafter",), f"{_KINDS_PACKAGE}.dflash", upstream_format="dflash"),
     Kind("eagle3", ("eagle3_drafter",), f"{_KINDS_PACKAGE}.eagle3", upstream_format="eagle3"),
     Kind("eagle", ("eagle_drafter",), f"{_KINDS_PACKAGE}.eagle", upstream_format="eagle"),
     DRAFT_LLM,
