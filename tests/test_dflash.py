@@ -197,7 +197,7 @@ def test_block_logits_match_upstream_restated_in_numpy(setup):
         )
         seen += count
         token = 321 + step
-        got = session.block_logits(mx.array([[token]]), loaded.model.embedding)
+        got = loaded.model.logits(session.block_hidden(mx.array([[token]]), loaded.model.embedding)[:, 1:])
         block = embedding[[token] + [MASK_ID] * (CONFIG["block_size"] - 1)]
         hidden = numpy_block_hidden(setup["state"], block, features[:seen], start=len(prompt) - 5)
         expected = loaded.model.logits(mx.array(hidden[1:]))[None]
@@ -284,3 +284,13 @@ def test_bad_checkpoints_are_one_line_and_write_nothing(setup, tmp_path):
 def test_an_unconverted_checkpoint_is_named_in_one_line(setup):
     result = invoke_cli("generate", "-M", setup["llama"], "-d", setup["upstream"], "-p", "hi", "-m", "2")
     assert_one_line_error(result, 1, "upstream dflash checkpoint: convert it first")
+
+
+def test_bench_compares_a_dflash_drafter(setup):
+    result = invoke_cli(
+        *("bench", "-M", setup["qwen3"], "--drafters", f"{setup['converted']}"),
+        *("-w", "2", "-l", "5", "-N", "6", "-n", "1", "-m", "8", "--skip-mlx-lm", "--json"),
+    )
+    assert result.exit_code == 0, result.output
+    methods = {m["name"].split()[0]: m for m in json.loads(result.stdout)["methods"]}
+    assert methods["dflash"]["identical_to_ar"]

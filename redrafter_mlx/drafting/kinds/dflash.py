@@ -210,8 +210,9 @@ class DFlashSession(TreeDrafter):
         self.cache.commit(count)
         self.staged = 0
 
-    def block_logits(self, token: mx.array, embedding: Any) -> mx.array:
-        """The target's logits (1, b - 1, V) at the block's mask positions, after `token` (1, 1)."""
+    def block_hidden(self, token: mx.array, embedding: Any) -> mx.array:
+        """DFlash's final-normed outputs (1, b, H) for the block after `token` (1, 1): position
+        i >= 1 holds its distribution of the i-th token after `token`."""
         dflash, cache = self.dflash, self.cache
         masks = mx.full((1, dflash.block_size - 1), dflash.mask_token_id, mx.int32)
         block = embedding(mx.concatenate([token.astype(mx.int32), masks], axis=1))
@@ -219,21 +220,20 @@ class DFlashSession(TreeDrafter):
         columns = cache.span(self.staged)
         seen = mx.concatenate([mx.arange(columns) < real, mx.ones((dflash.block_size,), mx.bool_)])
         contexts = [(k[..., :columns, :], v[..., :columns, :]) for k, v in zip(cache.keys, cache.values)]
-        offset = (self.start + real).reshape(1)
-        hidden = dflash.block_hidden(block, offset, contexts, seen[None, None, None])
-        return self.target.logits(hidden[:, 1:])
+        return dflash.block_hidden(block, (self.start + real).reshape(1), contexts, seen[None, None, None])
 
     def draft_steps(self, context: mx.array, embedding: Any) -> tuple[Any, StepFn]:
-        """One block forward at depth 0; depth d reads its position d + 1's distribution,
-        whichever tokens the beams hold (the positions are drafted independently)."""
+        """One block forward at depth 0; depth d reads the target's head at its position d + 1,
+        whichever tokens the beams hold (the positions are drafted independently), so a tree
+        of L tokens pays the head for L - 1 positions, not the block's b - 1."""
         if context.shape[0] != 1:
             raise ValueError("DFlash drafts for one sequence at a time")
-        drafted: list[mx.array] = []
+        block: list[mx.array] = []
 
         def step(state: mx.array, tokens: mx.array, depth: int) -> tuple[mx.array, mx.array]:
             if depth == 0:
-                drafted.append(self.block_logits(tokens, embedding))
-            return state, drafted[0][:, None, depth]
+                block.append(self.block_hidden(tokens, embedding))
+            return state, self.target.logits(block[0][:, None, depth + 1])
 
         return mx.zeros((1, 1, 0)), step
 
