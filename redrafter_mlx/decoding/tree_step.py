@@ -106,11 +106,6 @@ class Kept:
         cut = [(b * length, b * length + a + 1) for b, a in enumerate(accepted)]
         return cls(accepted, [emitted[i:j] for i, j in cut], [paths[i:j] for i, j in cut])
 
-    @staticmethod
-    def width(rows: int, length: int) -> int:
-        """How many values of the read `read` parses."""
-        return rows * (1 + 2 * length)
-
 
 def keep_accepted(cache: KVCache | BatchKVCache, paths: mx.array, kept: Kept) -> None:
     """Commit each row's accepted tokens' keys/values, moving them to the front of its pending
