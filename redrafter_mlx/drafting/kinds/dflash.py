@@ -46,7 +46,7 @@ from ...formats.checkpoint import (
     read_weights,
     save_staged,
 )
-from ...models.attention import attention
+from ...models.attention import additive, attention
 from ...models.cache import KVCache
 from ...models.llama import MLP
 from ..seam import StepFn, TreeDrafter
@@ -84,7 +84,7 @@ class BlockAttention(nn.Module):
 
     def __call__(self, x: mx.array, offset: mx.array, context: tuple[mx.array, mx.array], seen: mx.array) -> mx.array:
         """The block x (1, b, H) at positions offset.. over `context` (keys, values) and itself;
-        `seen` (1, 1, 1, S + b) bool: which columns are real."""
+        `seen` (1, 1, 1, S + b): the additive mask of which columns are real."""
         B, T, _ = x.shape
         q = self.q_norm(self.q_proj(x).reshape(B, T, self.heads, -1)).transpose(0, 2, 1, 3)
         k, v = self.keys_values(x, offset)
@@ -220,7 +220,8 @@ class DFlashSession(TreeDrafter):
         columns = cache.span(self.staged)
         seen = mx.concatenate([mx.arange(columns) < real, mx.ones((dflash.block_size,), mx.bool_)])
         contexts = [(k[..., :columns, :], v[..., :columns, :]) for k, v in zip(cache.keys, cache.values)]
-        return dflash.block_hidden(block, (self.start + real).reshape(1), contexts, seen[None, None, None])
+        seen = additive(seen[None, None, None], block.dtype)  # built once, not by every layer
+        return dflash.block_hidden(block, (self.start + real).reshape(1), contexts, seen)
 
     def draft_steps(self, context: mx.array, embedding: Any) -> tuple[Any, StepFn]:
         """One block forward at depth 0; depth d reads the target's head at its position d + 1,
