@@ -241,10 +241,10 @@ def generate_redrafter(
             if step.verified is None:
                 tokens = values[:1]
             else:
-                verified = Kept.read(values, 1, step.tree.beam_length)
-                keep_accepted(cache, step.verified.paths, verified)
+                outcome = Kept.read(values, 1, step.tree.beam_length)
+                keep_accepted(cache, step.verified.paths, outcome)
                 timer.mark("cache", *cache.state())
-                tokens = verified.tokens[0]
+                tokens = outcome.tokens[0]
                 stats.verified_tokens.append(step.packed)
                 stats.tree_cells.append(step.tree.beam_width * step.tree.beam_length)
             kept = len(tokens)
