@@ -244,7 +244,7 @@ def test_a_wrong_or_unknown_format_is_refused(vicuna, tmp_path):
     wrong = run_redrafter("convert", str(vicuna["eagle"]), str(out), "--format", "medusa", "-M", str(vicuna["vicuna"]))
     assert_one_line_error(wrong, 1, "no Medusa weights (expected medusa_lm_head.safetensors or medusa_lm_head.pt)")
     unknown = run_redrafter("convert", str(vicuna["eagle"]), str(out), "--format", "x")
-    assert_one_line_error(unknown, 2, "--format: choose one of redrafter, medusa, mlp, eagle3, eagle, got 'x'")
+    assert_one_line_error(unknown, 2, "--format: choose one of redrafter, medusa, mlp, dflash, eagle3, eagle, got 'x'")
     assert nothing_written(tmp_path, out)
 
 
