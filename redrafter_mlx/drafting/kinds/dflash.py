@@ -31,26 +31,22 @@ from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
-from mlx.utils import tree_flatten
 from mlx_lm.models.llama import ModelArgs
 from mlx_lm.models.rope_utils import initialize_rope
 
 from ...errors import DrafterLoadError
 from ...formats.checkpoint import (
     CONFIG_FILE,
-    WEIGHTS_FILE,
-    cast_floats,
     check_target,
-    check_weights,
     read_checkpoint,
-    read_weights,
     save_staged,
 )
 from ...models.attention import additive, attention
 from ...models.cache import KVCache
 from ...models.llama import MLP
 from ..seam import StepFn, TreeDrafter
-from .eagle import read_json
+from .eagle import build_eagle, read_json, save
+from .eagle import load as load_eagle
 
 MODEL_TYPE = "dflash_drafter"
 UPSTREAM_WEIGHTS = "model.safetensors"
@@ -241,34 +237,7 @@ class DFlashSession(TreeDrafter):
 
 def load(folder: Path, dtype: mx.Dtype) -> DFlash:
     """An MLX DFlash folder: config.json + model.safetensors (upstream keys)."""
-    config = read_json(folder / CONFIG_FILE)
-    if not (folder / WEIGHTS_FILE).is_file():
-        raise DrafterLoadError(
-            f"{folder}: no {WEIGHTS_FILE} (convert a z-lab DFlash checkpoint with `redrafter convert`)"
-        )
-    dflash = build(config, read_weights(folder), folder / WEIGHTS_FILE, dtype)
-    dflash.source = folder
-    return dflash
-
-
-def build(config: dict[str, Any], weights: dict[str, mx.array], source: Path, dtype: mx.Dtype) -> DFlash:
-    """A `DFlash` of `config` holding `weights`, every key and shape checked."""
-    try:
-        dflash = DFlash(config)
-    except (TypeError, KeyError, ValueError, AttributeError) as e:
-        raise DrafterLoadError(f"{source}: not a DFlash config ({e})") from None
-    check_weights(dict(tree_flatten(dflash.parameters())), weights, source)
-    dflash.load_weights([(k, cast_floats(v, dtype)) for k, v in weights.items()])
-    return dflash
-
-
-def save(dflash: DFlash, folder: Path) -> Path:
-    """Write config.json and model.safetensors (upstream keys)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / CONFIG_FILE).write_text(json.dumps(dflash.config, indent=2) + "\n")
-    weights = dict(tree_flatten(dflash.parameters()))
-    mx.save_safetensors(str(folder / WEIGHTS_FILE), weights, metadata={"format": "mlx"})
-    return folder
+    return load_eagle(folder, dtype, DFlash)
 
 
 def is_upstream(folder: Path) -> bool:
@@ -291,7 +260,7 @@ def convert(
         raise DrafterLoadError(f"{src}: no DFlash weights (expected {UPSTREAM_WEIGHTS})")
     check_target(out, force)
     config = read_json(folder / CONFIG_FILE) | {"model_type": MODEL_TYPE}
-    dflash = build(config, read_checkpoint(folder / UPSTREAM_WEIGHTS), folder / UPSTREAM_WEIGHTS, dtype)
+    dflash = build_eagle(config, read_checkpoint(folder / UPSTREAM_WEIGHTS), folder / UPSTREAM_WEIGHTS, dtype, DFlash)
     if llm_config is not None:
         dflash.source = src
         sizes = (llm_config.get(k) for k in ("vocab_size", "hidden_size", "num_hidden_layers"))
