@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -14,7 +13,6 @@ from redrafter_mlx import runtime
 from redrafter_mlx.errors import InputError
 from redrafter_mlx.formats.loading import DEFAULT_MODEL, load
 from redrafter_mlx.options import DecodingOptions
-from redrafter_mlx.training.config import KINDS
 
 from . import train_setup as setup
 from .app import UsageError, app, console, friendly_errors
@@ -76,7 +74,7 @@ def train(
         str | None,
         typer.Option(
             "--kind",
-            metavar="|".join(KINDS),
+            metavar="|".join(setup.KINDS),
             rich_help_panel=KIND_PANEL,
             show_default=False,
             help="Drafter to train: redrafter (ReDrafter's RNN), mlp-speculator (IBM's MLP speculator), medusa "
@@ -94,7 +92,7 @@ def train(
             help="Tokens predicted per position (T); also the MLP speculator's stages and Medusa's heads (not "
             "EAGLE's: it trains at depth 1).",
         ),
-    ] = setup.DEFAULTS.predict,
+    ] = setup.RNN.predict,
     layers: Annotated[
         int | None,
         typer.Option(
@@ -102,8 +100,8 @@ def train(
             min=0,
             rich_help_panel=KIND_PANEL,
             show_default=False,
-            help=f"ResBlocks: the RNN's (default {setup.DEFAULTS.num_draft_layers}) or each Medusa head's (default "
-            f"{setup.DEFAULTS.medusa_layers}).",
+            help=f"ResBlocks: the RNN's (default {setup.RNN.layers}) or each Medusa head's (default "
+            f"{setup.RECIPES['medusa']().layers}).",
         ),
     ] = None,
     exit_dim: Annotated[
@@ -113,20 +111,20 @@ def train(
             rich_help_panel=RNN_PANEL,
             help="Drafter width (default: the LLM's hidden size; <=0: 2 x hidden, the paper's).",
         ),
-    ] = setup.DEFAULTS.exit_dim,
+    ] = setup.RNN.exit_dim,
     rnn: Annotated[
         bool,
         typer.Option("--rnn/--no-rnn", rich_help_panel=RNN_PANEL, help="RNN state update (else sum of embeddings)."),
-    ] = setup.DEFAULTS.rnn,
+    ] = setup.RNN.rnn,
     tied: Annotated[
         bool, typer.Option("--tied/--untied", rich_help_panel=RNN_PANEL, help="Tie the head to the LLM embedding.")
-    ] = setup.DEFAULTS.head_tied,
+    ] = setup.RNN.tied,
     token_subset: Annotated[
         int,
         typer.Option(
             "--token-subset", min=0, rich_help_panel=RNN_PANEL, help="Head vocabulary size K (0: full vocabulary)."
         ),
-    ] = setup.DEFAULTS.token_subset_size or 0,
+    ] = setup.RNN.token_subset or 0,
     inner_dim: Annotated[
         int | None,
         typer.Option(
@@ -136,7 +134,7 @@ def train(
             show_default=False,
             help="Width of the stages (default: the LLM's hidden size).",
         ),
-    ] = setup.DEFAULTS.inner_dim,
+    ] = None,
     tie_weights: Annotated[
         bool,
         typer.Option(
@@ -144,7 +142,7 @@ def train(
             rich_help_panel=MLP_PANEL,
             help="One embedding, head and norm shared by all stages (upstream's tie_weights; needs --predict >= 2).",
         ),
-    ] = setup.DEFAULTS.tie_weights,
+    ] = False,
     scale_input: Annotated[
         bool,
         typer.Option(
@@ -152,7 +150,7 @@ def train(
             rich_help_panel=MLP_PANEL,
             help="Start the stages from rms_norm(h) / sqrt(2) (upstream's scale_input).",
         ),
-    ] = setup.DEFAULTS.scale_input,
+    ] = False,
     eagle_layers: Annotated[
         int,
         typer.Option(
@@ -161,7 +159,7 @@ def train(
             rich_help_panel=EAGLE_PANEL,
             help="Decoder layers, each of the LLM's own shape (upstream's: 1).",
         ),
-    ] = setup.DEFAULTS.eagle_layers,
+    ] = setup.EAGLE.layers,
     eagle_seq: Annotated[
         int,
         typer.Option(
@@ -171,7 +169,7 @@ def train(
             help="Tokens per training sequence (an answer, longer ones cropped at random); --batch-positions / "
             "--eagle-seq answers per step.",
         ),
-    ] = setup.DEFAULTS.eagle_seq,
+    ] = setup.EAGLE.seq,
     eagle_noise: Annotated[
         float,
         typer.Option(
@@ -180,7 +178,7 @@ def train(
             rich_help_panel=EAGLE_PANEL,
             help="Width of the uniform noise added to the input features (0.2: U(-0.1, 0.1), the paper's).",
         ),
-    ] = setup.DEFAULTS.eagle_noise,
+    ] = setup.EAGLE.noise,
     eagle_reg_weight: Annotated[
         float,
         typer.Option(
@@ -189,7 +187,7 @@ def train(
             rich_help_panel=EAGLE_PANEL,
             help="Weight of the SmoothL1 loss on the next feature (upstream's v_w).",
         ),
-    ] = setup.DEFAULTS.eagle_reg_weight,
+    ] = setup.EAGLE.reg_weight,
     eagle_cls_weight: Annotated[
         float,
         typer.Option(
@@ -199,7 +197,7 @@ def train(
             help="Weight of the LLM head's cross-entropy on EAGLE's feature (upstream's p_w); --soft-targets 1 "
             "makes its target the LLM's distribution, as upstream.",
         ),
-    ] = setup.DEFAULTS.eagle_cls_weight,
+    ] = setup.EAGLE.cls_weight,
     eagle_stage_prompt: Annotated[
         bool,
         typer.Option(
@@ -208,7 +206,7 @@ def train(
             help="Save the EAGLE to read the prompt's pairs before drafting (upstream's inference); off, it starts "
             "at the first answer token, as it was trained.",
         ),
-    ] = setup.DEFAULTS.eagle_stage_prompt,
+    ] = setup.EAGLE.stage_prompt,
     soft_targets: Annotated[
         float,
         typer.Option(
@@ -218,33 +216,33 @@ def train(
             help="Weight of the loss against the LLM's whole next-token distribution (0: its tokens only, paper Eq. "
             "2; EAGLE: of its cross-entropy term).",
         ),
-    ] = setup.DEFAULTS.soft_targets,
+    ] = setup.RNN.soft_targets,
     lr: Annotated[
         float, typer.Option("--lr", min=0.0, help="Peak learning rate (cosine decay to a tenth of it).")
-    ] = setup.DEFAULTS.lr,
+    ] = setup.OPTIMISATION.lr,
     warmup_steps: Annotated[
         int,
         typer.Option(
             "--warmup-steps", min=0, help="Linear warmup before the cosine decay (at most a fifth of the run)."
         ),
-    ] = setup.DEFAULTS.warmup_steps,
+    ] = setup.OPTIMISATION.warmup_steps,
     batch_positions: Annotated[
         int, typer.Option("--batch-positions", min=1, help="Positions per micro-batch.")
-    ] = setup.DEFAULTS.batch_positions,
-    grad_accum: Annotated[int, typer.Option("--grad-accum", min=1)] = setup.DEFAULTS.grad_accum,
+    ] = setup.OPTIMISATION.batch_positions,
+    grad_accum: Annotated[int, typer.Option("--grad-accum", min=1)] = setup.OPTIMISATION.grad_accum,
     steps: Annotated[
         int | None, typer.Option("--steps", min=1, help="Optimizer steps (overrides --epochs).")
-    ] = setup.DEFAULTS.steps,
-    epochs: Annotated[float, typer.Option("--epochs", min=0.0)] = setup.DEFAULTS.epochs,
-    eval_every: Annotated[int, typer.Option("--eval-every", min=1)] = setup.DEFAULTS.eval_every,
+    ] = setup.OPTIMISATION.steps,
+    epochs: Annotated[float, typer.Option("--epochs", min=0.0)] = setup.OPTIMISATION.epochs,
+    eval_every: Annotated[int, typer.Option("--eval-every", min=1)] = setup.EVALUATION.eval_every,
     eval_prompts: Annotated[
         int, typer.Option("--eval-prompts", min=0, help="Held-out prompts decoded at each eval.")
-    ] = setup.DEFAULTS.eval_prompts,
+    ] = setup.EVALUATION.eval_prompts,
     eval_max_tokens: Annotated[
         int,
         typer.Option("--eval-max-tokens", min=1, help="Tokens per answer in the evals' held-out replay and decoding."),
-    ] = setup.DEFAULTS.eval_max_tokens,
-    seed: Annotated[int, typer.Option("--seed")] = setup.DEFAULTS.seed,
+    ] = setup.EVALUATION.eval_max_tokens,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
     dtype: DTypeOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run in OUT.")] = False,
     init_from: Annotated[
@@ -263,10 +261,9 @@ def train(
     ReDrafter's RNN by default, or (--kind) an MLP speculator or Medusa heads, on the same
     data and loss, or an EAGLE on the same data with its own loss. The defaults are the recipe
     of the shipped SmolLM2-135M drafter (see its model card)."""
-    from redrafter_mlx.training import prepare_data, train_drafter
-    from redrafter_mlx.training.distill import distill
+    from redrafter_mlx.training import train_drafter
+    from redrafter_mlx.training.distill import Answering
     from redrafter_mlx.training.distill_file import check_extensible
-    from redrafter_mlx.training.distill_workers import distill_in_workers
 
     if distill_data is not None and not skip_distill:
         try:  # before the model loads and OUT is made: distillation would append to the file
@@ -274,10 +271,10 @@ def train(
         except InputError as e:
             raise UsageError(f"{e} (--skip-distill)") from None
     setup.check_folders(out, init_from)
-    params = dict(ctx.params, kind=setup.resolve_kind(kind, out, resume, init_from))
-    setup.check_kind_flags(ctx, params["kind"])
+    kind = setup.resolve_kind(kind, out, resume, init_from)
+    setup.check_kind_flags(ctx, kind)
     try:
-        cfg = setup.train_config(params, options)
+        cfg = setup.train_config(ctx, kind, options)
     except ValueError as e:
         raise UsageError(str(e)) from None
     splits = [] if skip_distill else setup.prompt_splits(prompts)  # before anything is loaded or written
@@ -289,39 +286,21 @@ def train(
     work.mkdir(parents=True, exist_ok=True)
     data_file = distill_data or work / "distill.jsonl"
     loaded = load(model, runtime.parse_dtype(dtype))
-    (work / "run.json").write_text(json.dumps({"model": model, "config": cfg.__dict__}, indent=1) + "\n")
+    (work / "run.json").write_text(json.dumps({"model": model, "config": cfg.to_dict()}, indent=1) + "\n")
 
     if not skip_distill:
-        records = setup.shuffled_records(splits, seed)[:max_prompts]
-        options = dict(
+        answering = Answering(
             max_new_tokens=max_new_tokens,
             batch_size=distill_batch,
             sampled_fraction=sampled_fraction,
             temp=distill_temp,
             seed=seed,
-            progress=console,
-            hidden_dir=work / "hidden",
         )
-        if distill_workers > 1:
-            stats = distill_in_workers(model, dtype, records, data_file, workers=distill_workers, **options)
-        else:
-            stats = distill(loaded.model, loaded.tokenizer, records, data_file, **options)
-        console.print(
-            f"distillation: {stats.prompts_done} new answers, {stats.prompts_skipped} already done, "
-            f"{stats.tokens} tokens in {stats.seconds:.0f}s ({stats.tokens_per_second:.1f} tok/s)"
-        )
+        records = setup.shuffled_records(splits, seed)[:max_prompts]
+        setup.distil_answers(loaded, (model, dtype), records, data_file, answering, distill_workers, work / "hidden")
     elif not Path(data_file).is_file():
         raise UsageError(f"{data_file}: no distillation data (drop --skip-distill to generate it)")
-
-    tic = time.perf_counter()
-    data = prepare_data(loaded.model, data_file, work / "hidden", cfg, loaded.config["vocab_size"], console=console)
-    subset = (
-        f"; token subset covers {100 * data.coverage:.1f}% of held-out targets" if data.token_ids is not None else ""
-    )
-    console.print(
-        f"data: {data.train_records} training / {data.heldout_records} held-out sequences, "
-        f"{len(data.train[0])} positions{subset} ({time.perf_counter() - tic:.0f}s)"
-    )
+    data = setup.training_data(loaded, data_file, work / "hidden", cfg)
     log_file = work / "log.jsonl"
 
     def log(entry: dict) -> None:

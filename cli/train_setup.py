@@ -5,40 +5,47 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping
+import time
+from collections.abc import Collection
+from dataclasses import fields
 from pathlib import Path
-from typing import Any
 
 import typer
 
+from redrafter_mlx.drafting.registry import kind_named
+from redrafter_mlx.formats.loading import LoadedModel
 from redrafter_mlx.formats.prompt_sets import TRAIN_SPLITS, follow_up_turns, load_prompts
 from redrafter_mlx.options import DecodingOptions
-from redrafter_mlx.training import TrainConfig
-from redrafter_mlx.training.config import KINDS, MODEL_TYPES
+from redrafter_mlx.training import (
+    Evaluation,
+    Optimisation,
+    TrainConfig,
+    TrainingData,
+    prepare_data,
+    recipe_type,
+    trainable_kinds,
+)
+from redrafter_mlx.training.distill import Answering
 from redrafter_mlx.tuning import resolve_shape
 
-from .app import UsageError
+from .app import UsageError, console
 
 WORK = "training"  # OUT/training/: distillation data, hidden-state cache, checkpoint, log
-DEFAULTS = TrainConfig()  # the shipped drafter's recipe
-# Architecture flags of one kind: refused (one line) when given with another kind.
-KIND_ONLY = {
-    "exit_dim": ("--exit-dim", ("redrafter",)),
-    "rnn": ("--rnn/--no-rnn", ("redrafter",)),
-    "tied": ("--tied/--untied", ("redrafter",)),
-    "token_subset": ("--token-subset", ("redrafter",)),
-    "layers": ("--layers", ("redrafter", "medusa")),
-    "inner_dim": ("--inner-dim", ("mlp-speculator",)),
-    "tie_weights": ("--tie-weights", ("mlp-speculator",)),
-    "scale_input": ("--scale-input", ("mlp-speculator",)),
-    "predict": ("--predict", ("redrafter", "mlp-speculator", "medusa")),
-    "eagle_layers": ("--eagle-layers", ("eagle",)),
-    "eagle_seq": ("--eagle-seq", ("eagle",)),
-    "eagle_noise": ("--eagle-noise", ("eagle",)),
-    "eagle_reg_weight": ("--eagle-reg-weight", ("eagle",)),
-    "eagle_cls_weight": ("--eagle-cls-weight", ("eagle",)),
-    "eagle_stage_prompt": ("--eagle-stage-prompt", ("eagle",)),
-}
+KINDS = trainable_kinds()
+RECIPES = {kind: recipe_type(kind) for kind in KINDS}
+# The flags' defaults: the shipped drafter's recipe, EAGLE's for its own flags
+RNN, EAGLE, OPTIMISATION, EVALUATION = RECIPES["redrafter"](), RECIPES["eagle"](), Optimisation(), Evaluation()
+
+
+def recipe_field(param: str, kind: str, params: Collection[str]) -> str | None:
+    """The field of `kind`'s recipe that the flag named `param` sets, if any: `{kind}_{field}`
+    (EAGLE's `--eagle-seq` sets its `seq`), or a flag named as the field when the kind has no
+    flag of its own for it (so `--layers` is not EAGLE's: `--eagle-layers` is)."""
+    names = {f.name for f in fields(RECIPES[kind])}
+    prefix = kind.replace("-", "_") + "_"
+    if param.startswith(prefix) and param.removeprefix(prefix) in names:
+        return param.removeprefix(prefix)
+    return param if param in names and prefix + param not in params else None
 
 
 def read_prompt_file(path: Path) -> list[dict]:
@@ -74,51 +81,32 @@ def eval_prompt_ids(tokenizer, count: int) -> list[list[int]]:
     return [encode_prompt(tokenizer, p["prompt"]) for p in prompts[::stride][:count]]
 
 
-def train_config(options: Mapping[str, Any], decoding: DecodingOptions = DecodingOptions()) -> TrainConfig:
-    """The TrainConfig that `redrafter train`'s parsed options describe (kind None: redrafter;
-    --layers None: the kind's default); the evals decode with the tree every command uses for
-    a drafter without calibration (explicit -w/-l/-s win)."""
-    tree = resolve_shape(None, decoding.beam_width, decoding.beam_length, decoding.search_width)
-    kind, layers = options.get("kind") or "redrafter", options["layers"]
-    eagle = {
-        k: options[k]
-        for k in (
-            "eagle_layers",
-            "eagle_seq",
-            "eagle_noise",
-            "eagle_reg_weight",
-            "eagle_cls_weight",
-            "eagle_stage_prompt",
-        )
+def given_flags(ctx: typer.Context) -> set[str]:
+    """The parameters the user set (command line or environment), not left at their defaults."""
+    sources = {name: ctx.get_parameter_source(name) for name in ctx.params}
+    # typer's own click: compare the enum by name
+    return {
+        name for name, source in sources.items() if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
     }
+
+
+def train_config(ctx: typer.Context, kind: str, decoding: DecodingOptions = DecodingOptions()) -> TrainConfig:
+    """The TrainConfig that `redrafter train`'s parsed flags describe: the kind's recipe with its
+    defaults but for the flags given; the evals decode with the tree every command uses for a
+    drafter without calibration (explicit -w/-l/-s win). A recipe's refusal is a ValueError."""
+    params = ctx.params
+    settings = {}
+    for name in given_flags(ctx):
+        field = recipe_field(name, kind, params)
+        if field is not None:
+            settings[field] = params[name]
+    tree = resolve_shape(None, decoding.beam_width, decoding.beam_length, decoding.search_width)
+    evaluation = {f.name: params[f.name] for f in fields(Evaluation) if f.name in params}
     return TrainConfig(
-        kind=kind,
-        exit_dim=options["exit_dim"],
-        rnn=options["rnn"],
-        head_tied=options["tied"],
-        num_draft_layers=DEFAULTS.num_draft_layers if layers is None or kind != "redrafter" else layers,
-        token_subset_size=(options["token_subset"] or None) if kind == "redrafter" else None,
-        inner_dim=options["inner_dim"],
-        tie_weights=options["tie_weights"],
-        scale_input=options["scale_input"],
-        medusa_layers=DEFAULTS.medusa_layers if layers is None or kind != "medusa" else layers,
-        predict=1 if kind == "eagle" else options["predict"],
-        **eagle,
-        soft_targets=options["soft_targets"],
-        lr=options["lr"],
-        warmup_steps=options["warmup_steps"],
-        batch_positions=options["batch_positions"],
-        grad_accum=options["grad_accum"],
-        steps=options["steps"],
-        epochs=options["epochs"],
-        eval_every=options["eval_every"],
-        checkpoint_every=options["eval_every"],
-        eval_prompts=options["eval_prompts"],
-        eval_max_tokens=options["eval_max_tokens"],
-        beam_width=tree.beam_width,
-        beam_length=tree.beam_length,
-        search_width=tree.search_width,
-        seed=options["seed"],
+        recipe=RECIPES[kind](**settings),
+        optimisation=Optimisation(**{f.name: params[f.name] for f in fields(Optimisation) if f.name in params}),
+        evaluation=Evaluation(**evaluation, checkpoint_every=params["eval_every"], tree=tree),
+        seed=params["seed"],
     )
 
 
@@ -130,13 +118,14 @@ def resolve_kind(kind: str | None, out: Path, resume: bool, init_from: Path | No
 
     if kind is not None and kind not in KINDS:
         raise UsageError(f"--kind: choose one of {', '.join(KINDS)}, got {kind!r}")
+    model_types = {kind_named(k).model_types[0]: k for k in KINDS}
     sources = [(out / WORK / CHECKPOINT_DIR, "OUT's checkpoint")] if resume else []
     sources += [(init_from, "--init-from")] if init_from is not None else []
     for folder, name in sources:
         if not (folder / "config.json").is_file():
             continue
-        model_type = drafter_kind(folder) or MODEL_TYPES["redrafter"]  # reference RNN configs may lack it
-        found = next((k for k, t in MODEL_TYPES.items() if t == model_type), None)
+        model_type = drafter_kind(folder) or kind_named("redrafter").model_types[0]  # reference RNN configs may lack it
+        found = model_types.get(model_type)
         if found is None:
             raise UsageError(f"{folder}: a {model_type} folder; train trains {', '.join(KINDS)} drafters")
         if kind is not None and kind != found:
@@ -146,17 +135,20 @@ def resolve_kind(kind: str | None, out: Path, resume: bool, init_from: Path | No
 
 
 def check_kind_flags(ctx: typer.Context, kind: str) -> None:
-    """One line for an architecture flag given with a kind it does not apply to."""
-    for name, (flag, kinds) in KIND_ONLY.items():
-        source = ctx.get_parameter_source(name)  # typer's own click: compare the enum by name
-        given = source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
-        if given and kind not in kinds:
+    """One line for a drafter flag given with a kind whose recipe has no field it sets."""
+    params = ctx.params
+    for name in sorted(given_flags(ctx)):
+        users = [k for k in KINDS if recipe_field(name, k, params) is not None]
+        if users and kind not in users:
+            option = next(p for p in ctx.command.params if p.name == name)
+            flag = "/".join(option.opts + option.secondary_opts)
             hint = (
                 " (the MLP speculator's shared stages: --tie-weights)"
                 if name == "tied" and kind == "mlp-speculator"
                 else ""
             )
-            raise UsageError(f"{flag} is for --kind {' or '.join(kinds)}, not {kind}{hint}")
+            kinds = " or ".join(filter(None, (", ".join(users[:-1]), users[-1])))
+            raise UsageError(f"{flag} is for --kind {kinds}, not {kind}{hint}")
 
 
 def check_folders(out: Path, init_from: Path | None) -> None:
@@ -191,6 +183,51 @@ def prompt_splits(prompts: Path | None) -> list[list[dict]]:
         raise UsageError(
             f'no training prompts: {e}; or pass --prompts FILE.jsonl (one {{"prompt": ...}} per line)'
         ) from None
+
+
+def distil_answers(
+    loaded: LoadedModel,
+    source: tuple[str, str | None],
+    records: list[dict],
+    data_file: Path,
+    answering: Answering,
+    workers: int,
+    hidden_dir: Path,
+) -> None:
+    """Answer the prompts not yet in `data_file` (in `workers` processes, each loading the LLM
+    from `source` = (model, dtype), or in this one with `loaded`) and say what was done."""
+    from redrafter_mlx.training.distill import distill
+    from redrafter_mlx.training.distill_workers import distill_in_workers
+
+    if workers > 1:
+        model, dtype = source
+        stats = distill_in_workers(
+            model, dtype, records, data_file, answering, workers=workers, hidden_dir=hidden_dir, progress=console
+        )
+    else:
+        stats = distill(
+            loaded.model, loaded.tokenizer, records, data_file, answering, hidden_dir=hidden_dir, progress=console
+        )
+    console.print(
+        f"distillation: {stats.prompts_done} new answers, {stats.prompts_skipped} already done, "
+        f"{stats.tokens} tokens in {stats.seconds:.0f}s ({stats.tokens_per_second:.1f} tok/s)"
+    )
+
+
+def training_data(loaded: LoadedModel, data_file: Path, hidden_dir: Path, cfg: TrainConfig) -> TrainingData:
+    """The run's training and held-out data from `data_file`, with a one-line summary."""
+    tic = time.perf_counter()
+    vocab = loaded.config["vocab_size"]
+    data = prepare_data(
+        loaded.model, data_file, hidden_dir, cfg.recipe, vocab, cfg.evaluation.holdout_fraction, console=console
+    )
+    covered = data.token_ids is not None
+    subset = f"; token subset covers {100 * data.coverage:.1f}% of held-out targets" if covered else ""
+    console.print(
+        f"data: {data.train_records} training / {data.heldout_records} held-out sequences, "
+        f"{len(data.train[0])} positions{subset} ({time.perf_counter() - tic:.0f}s)"
+    )
+    return data
 
 
 def best_summary(best: dict) -> str:

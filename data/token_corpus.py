@@ -17,13 +17,13 @@ from pathlib import Path
 from redrafter_mlx.formats.loading import EMBEDDED
 from redrafter_mlx.formats.target_llm import read_llm_tokenizer
 from redrafter_mlx.formats.token_ranking import DEFAULT_CORPUS
-from redrafter_mlx.training import TrainConfig, split_records
+from redrafter_mlx.training import Evaluation, split_records
 from redrafter_mlx.training.distill_file import read_distill_file
 
 
 def write_corpus(distill_file: Path, out: Path) -> int:
     """Write the training answers of `distill_file` as gzipped text; returns how many."""
-    train, _ = split_records(read_distill_file(distill_file), TrainConfig.holdout_fraction)
+    train, _ = split_records(read_distill_file(distill_file), Evaluation.holdout_fraction)
     tokenizer = read_llm_tokenizer(EMBEDDED)
     texts = tokenizer.batch_decode([r.response_ids for r in train], skip_special_tokens=True)
     text = "\n\n".join(t.strip() for t in texts) + "\n"

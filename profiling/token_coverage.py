@@ -18,7 +18,7 @@ import numpy as np
 
 from redrafter_mlx.formats.target_llm import head_tokens_for, read_llm_config
 from redrafter_mlx.formats.token_ranking import DEFAULT_CORPUS
-from redrafter_mlx.training import TrainConfig
+from redrafter_mlx.training import Evaluation
 from redrafter_mlx.training.dataset import is_holdout
 
 SIZES = (4096, 8192, 16384)
@@ -30,7 +30,7 @@ def generated_tokens(path: Path, heldout_only: bool) -> np.ndarray:
     with opener(path, "rt", encoding="utf-8") as lines:
         records = [json.loads(line) for line in lines if line.strip()]
     if heldout_only:
-        records = [r for r in records if is_holdout(r["id"], TrainConfig.holdout_fraction)]
+        records = [r for r in records if is_holdout(r["id"], Evaluation.holdout_fraction)]
     return np.array([t for r in records for t in r.get("tokens", r.get("response_ids", []))], np.int64)
 
 

@@ -25,22 +25,20 @@ def step_ms(model: str, repeats: int = 5) -> dict[str, float]:
     """Minimum wall time (ms) of one forward + backward, for soft weight 0 and 1."""
     llm = load(model, mx.float32)
     cfg = TrainConfig()  # the shipped drafter's recipe
-    positions = cfg.batch_positions
-    ids = np.arange(cfg.token_subset_size, dtype=np.int32)
-    drafter = make_drafter(cfg, llm.config, ids)
+    recipe, positions, predict = cfg.recipe, cfg.optimisation.batch_positions, cfg.recipe.depths
+    ids = np.arange(recipe.head_subset, dtype=np.int32)
+    drafter = make_drafter(recipe, llm.config, ids)
     dim = llm.config["hidden_size"]
     index_map, rows = head_index_map(drafter), teacher_head(llm.model, dim, ids)
-    hidden, later = mx.random.normal((positions, dim)), mx.random.normal((positions, cfg.predict, dim))
-    tokens = mx.random.randint(0, cfg.token_subset_size, (positions, cfg.predict + 1))
+    hidden, later = mx.random.normal((positions, dim)), mx.random.normal((positions, predict, dim))
+    tokens = mx.random.randint(0, recipe.head_subset, (positions, predict + 1))
     out = {}
     for soft in (0.0, 1.0):
         step = nn.value_and_grad(
             drafter,
-            lambda d: drafter_loss(d, llm.model.embedding, hidden, tokens, index_map, cfg.predict, soft, (later, rows))[
-                0
-            ],
+            lambda d: drafter_loss(d, llm.model.embedding, hidden, tokens, index_map, predict, soft, (later, rows))[0],
         )
-        with loss_blas_threads(cfg.predict):
+        with loss_blas_threads(predict):
             mx.eval(step(drafter))
             times = []
             for _ in range(repeats):

@@ -14,6 +14,7 @@ import threading
 import time
 from collections import Counter
 from contextlib import contextmanager
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -43,7 +44,16 @@ from redrafter_mlx.drafting.kinds.rnn import DrafterConfig, RecurrentDrafter
 from redrafter_mlx.models.llama import Model, ModelArgs
 from redrafter_mlx.profiling.load_test import free_port
 from redrafter_mlx.serve.app import serve_pipeline
-from redrafter_mlx.training import TrainConfig, assemble, checkpoint, prefill_hidden, train_drafter
+from redrafter_mlx.training import (
+    Evaluation,
+    Optimisation,
+    TrainConfig,
+    assemble,
+    checkpoint,
+    prefill_hidden,
+    recipe_type,
+    train_drafter,
+)
 from redrafter_mlx.training.distill_file import DistillRecord
 from redrafter_mlx.tuning import DraftPlan, StepPolicy
 from redrafter_mlx.tuning.calibration import Calibration, ShapeCost
@@ -681,15 +691,11 @@ def training_llm(seed: int = 0) -> tuple[Model, dict]:
     return random_model(config, seed), config
 
 
-def train_config(**kw) -> TrainConfig:
-    """A small, fast training run; `kw` overrides."""
-    base = {
-        "exit_dim": 64,
-        "num_draft_layers": 1,
-        "rnn": True,
-        "head_tied": False,
-        "token_subset_size": None,
-        "predict": 3,
+def train_config(kind: str = "redrafter", **kw) -> TrainConfig:
+    """A small, fast training run of `kind`; `kw` overrides fields of its recipe, optimisation,
+    evaluation or the run itself, by name."""
+    recipe = recipe_type(kind)
+    settings = {
         "lr": 3e-3,
         "warmup_steps": 5,
         "batch_positions": 256,
@@ -699,7 +705,16 @@ def train_config(**kw) -> TrainConfig:
         "eval_prompts": 0,
         "save_dtype": "float32",
     }
-    return TrainConfig(**(base | kw))
+    if kind == "redrafter":
+        settings |= {"exit_dim": 64, "layers": 1, "rnn": True, "tied": False, "token_subset": None}
+    if "predict" in {f.name for f in fields(recipe)}:
+        settings["predict"] = 3
+    settings |= kw
+    parts = {}
+    for name, part in (("recipe", recipe), ("optimisation", Optimisation), ("evaluation", Evaluation)):
+        names = {f.name for f in fields(part)}
+        parts[name] = part(**{k: settings.pop(k) for k in list(settings) if k in names})
+    return TrainConfig(**parts, **settings)
 
 
 def pattern_records(n: int, length: int = 24, seed: int = 0) -> list[DistillRecord]:

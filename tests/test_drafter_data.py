@@ -15,7 +15,7 @@ import redrafter_mlx
 from redrafter_mlx.drafting.ngrams import build_ngram_table, load_ngram_table
 from redrafter_mlx.formats.prompt_sets import CHECKOUT_DATA, TRAIN_SPLITS, follow_up_turns, load_prompts
 from redrafter_mlx.prompting import encode_prompt
-from redrafter_mlx.training import TrainConfig, split_records
+from redrafter_mlx.training import Evaluation, split_records
 from redrafter_mlx.training.distill_file import first_user_message, read_distill_file
 
 DATA = CHECKOUT_DATA / "smollm2-135m-distill.jsonl.gz"
@@ -58,7 +58,7 @@ def test_the_shipped_ngram_table_is_built_from_this_data(records):
     """The shipped drafter's table is what `redrafter train` builds from this data's training split,
     and the drafter folder stays within the 40 MB the repository allows."""
     shipped = load_ngram_table(DRAFTER)
-    train, _ = split_records(records, TrainConfig.holdout_fraction)
+    train, _ = split_records(records, Evaluation.holdout_fraction)
     rebuilt = build_ngram_table([r.response_ids for r in train], shipped.vocab_size)
     assert mx.array_equal(shipped.keys, rebuilt.keys) and mx.array_equal(shipped.drafts, rebuilt.drafts)
     assert sum(f.stat().st_size for f in DRAFTER.iterdir()) <= 40 * 2**20

@@ -7,9 +7,10 @@ import numpy as np
 
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.ngrams import build_ngram_table
-from redrafter_mlx.training import TrainConfig, train_drafter
+from redrafter_mlx.training import Evaluation, Optimisation, TrainConfig, train_drafter
 from redrafter_mlx.training.distill import generate_with_hidden
 from redrafter_mlx.training.evaluation import decode_eval
+from redrafter_mlx.training.kinds.rnn import RNNRecipe
 from redrafter_mlx.training.replay import accepted_lengths, replay
 
 from .helpers import llm_hidden_states, random_model, tiny_config
@@ -40,21 +41,9 @@ def test_replay_counts_what_decoding_counts(tmp_path):
     # A drafter trained briefly on these answers accepts some drafts but not all.
     records = [r for r, _ in answers]
     cfg = TrainConfig(
-        exit_dim=64,
-        num_draft_layers=1,
-        head_tied=False,
-        token_subset_size=None,
-        predict=3,
-        lr=3e-3,
-        warmup_steps=5,
-        batch_positions=128,
-        steps=12,
-        eval_every=12,
-        checkpoint_every=1000,
-        eval_prompts=0,
-        beam_width=3,
-        beam_length=4,
-        eval_max_tokens=30,
+        RNNRecipe(predict=3, layers=1, exit_dim=64, tied=False, token_subset=None),
+        Optimisation(lr=3e-3, warmup_steps=5, batch_positions=128, steps=12),
+        Evaluation(eval_every=12, checkpoint_every=1000, eval_prompts=0, eval_max_tokens=30, tree=TreeShape(3, 4, 3)),
     )
     data = llm_hidden_states(model, records, 3)
     held = [(r.response_ids, h) for r, h in answers]

@@ -16,12 +16,12 @@ from mlx.utils import tree_flatten
 
 from redrafter_mlx.drafting.beam_search import beam_search
 from redrafter_mlx.drafting.kinds.rnn import load as load_drafter
-from redrafter_mlx.training import TrainConfig, prefill_hidden, train_drafter
+from redrafter_mlx.training import Optimisation, prefill_hidden, train_drafter
 from redrafter_mlx.training.dataset import later_states, select_token_subset, windows
-from redrafter_mlx.training.distill import HiddenStore, distill
+from redrafter_mlx.training.distill import Answering, HiddenStore, distill
 from redrafter_mlx.training.distill_file import DistillRecord, read_distill_file
 from redrafter_mlx.training.distill_workers import distill_in_workers
-from redrafter_mlx.training.evaluation import accuracy
+from redrafter_mlx.training.kinds.unrolled import accuracy
 from redrafter_mlx.training.loss import drafter_loss, head_index_map, teacher_head, unrolled_logits
 from redrafter_mlx.training.schedule import learning_rate_schedule
 from redrafter_mlx.training.start import make_drafter
@@ -58,7 +58,7 @@ def test_loss_falls_and_accuracy_beats_random(tmp_path):
     train = llm_hidden_states(model, train_recs, 3)
     held = llm_hidden_states(model, held_recs, 3)
     cfg = train_config()
-    baseline = accuracy(make_drafter(cfg, config, None, seed=7), model.embedding, *held, 3)
+    baseline = accuracy(make_drafter(cfg.recipe, config, None, seed=7), model.embedding, *held, 3)
     result = train_drafter(model, config, train, held, tmp_path, cfg)
     losses = json.loads((tmp_path / "checkpoint" / "train_state.json").read_text())["losses"]
     assert np.mean(losses[-10:]) < 0.3 * np.mean(losses[:5])
@@ -76,7 +76,7 @@ def test_memorised_sequence_is_beam_searched_from_the_right_state(tmp_path):
     seq = rng.permutation(TRAINING_VOCAB)[:28].tolist()
     rec = DistillRecord("m", seq[:4], seq[4:], 0.0, "length")
     data = llm_hidden_states(model, [rec], 4)
-    cfg = train_config(predict=4, steps=250, lr=1e-2, batch_positions=len(data[0]), num_draft_layers=2)
+    cfg = train_config(predict=4, steps=250, lr=1e-2, batch_positions=len(data[0]), layers=2)
     result = train_drafter(model, config, data, data, tmp_path, cfg)
     drafter = result.drafter
     hidden = model(mx.array([seq]))[0]
@@ -90,7 +90,7 @@ def test_trimmed_tied_drafter_trains_and_round_trips(tmp_path):
     recs = pattern_records(30)
     data = llm_hidden_states(model, recs, 2)
     ids = select_token_subset(recs, 48, TRAINING_VOCAB)
-    cfg = train_config(predict=2, head_tied=True, token_subset_size=48, steps=40, save_dtype="float16")
+    cfg = train_config(predict=2, tied=True, token_subset=48, steps=40, save_dtype="float16")
     out = tmp_path / "drafter"
     result = train_drafter(model, config, data, data, tmp_path, cfg, token_ids=ids, out_dir=out)
     loaded = load_drafter(out)
@@ -120,7 +120,7 @@ def test_learning_rate_warms_up_linearly_then_falls_by_cosine_to_the_floor(total
     """From lr/100 up to lr over the warmup (at most a fifth of the run), then a cosine from
     lr down to lr * min_lr_ratio, which the last optimizer step (step total - 1) reaches."""
     lr, floor = 6e-4, 6e-5
-    schedule = learning_rate_schedule(TrainConfig(lr=lr, min_lr_ratio=0.1, warmup_steps=warmup), total)
+    schedule = learning_rate_schedule(Optimisation(lr=lr, min_lr_ratio=0.1, warmup_steps=warmup), total)
     got = np.array([schedule(mx.array(step)).item() for step in range(total)])
     ramp = min(warmup, total // 5)
     expected = [lr * (0.01 + 0.99 * step / ramp) for step in range(ramp + 1)] if ramp else []
@@ -143,8 +143,8 @@ def test_cli_defaults_train_the_shipped_drafters_architecture(embedded):
     from redrafter_mlx.formats.loading import DEFAULT_MODEL, SHIPPED_DRAFTERS
 
     command = typer.main.get_command(load_commands()).commands["train"]
-    options = command.make_context("train", ["--out", "unused"]).params
-    built = train_config(options).drafter_config(embedded.config).to_dict()
+    context = command.make_context("train", ["--out", "unused"])
+    built = train_config(context, "redrafter").recipe.drafter_config(embedded.config).to_dict()
     shipped = json.loads((SHIPPED_DRAFTERS[DEFAULT_MODEL] / CONFIG_FILE).read_text())
     assert sorted(built) == sorted(shipped)
     assert (built.pop("token_subset_size"), shipped.pop("token_subset_size")) == (16384, 4096)
@@ -204,28 +204,20 @@ def test_distill_resumes_without_duplicates(tmp_path):
     model, _ = training_llm()
     prompts = [{"id": f"p{i}", "prompt": f"prompt number {i} " * (1 + i % 3)} for i in range(7)]
     out = tmp_path / "distill.jsonl"
+    answering = Answering(max_new_tokens=12, batch_size=4)
     first = distill(
-        model,
-        CharTokenizer(),
-        prompts,
-        out,
-        max_new_tokens=12,
-        batch_size=4,
-        max_prompts_this_run=3,
-        hidden_dir=tmp_path / "hidden",
+        model, CharTokenizer(), prompts, out, answering, max_prompts_this_run=3, hidden_dir=tmp_path / "hidden"
     )
     assert first.prompts_done == 3
     with out.open("a") as f:
         f.write('{"id": "p6", "prompt_ids": [1, 2')  # a write torn by a kill
-    second = distill(
-        model, CharTokenizer(), prompts, out, max_new_tokens=12, batch_size=4, hidden_dir=tmp_path / "hidden"
-    )
+    second = distill(model, CharTokenizer(), prompts, out, answering, hidden_dir=tmp_path / "hidden")
     assert second.prompts_skipped == 3 and second.prompts_done == 4
     records = read_distill_file(out)
     assert sorted(r.id for r in records) == [f"p{i}" for i in range(7)]
     assert all(0 < len(r.response_ids) <= 12 for r in records)
     assert {r.temp for r in records} == {0.0, 0.7}  # half greedy, half sampled
-    third = distill(model, CharTokenizer(), prompts, out, max_new_tokens=12)
+    third = distill(model, CharTokenizer(), prompts, out, Answering(max_new_tokens=12))
     assert third.prompts_done == 0 and len(read_distill_file(out)) == 7
     # A compressed copy reads the same and is never appended to (that would corrupt it).
     packed = tmp_path / "distill.jsonl.gz"
@@ -273,16 +265,16 @@ def test_distill_workers_agree_with_one_process_and_resume(tmp_path, write_tiny_
     folder = write_tiny_folder(tmp_path / "model")
     loaded = load(str(folder), mx.float32)
     prompts = [{"prompt": f"Tell me about number {i} " * (1 + i % 3)} for i in range(7)]  # ids by position
-    options = dict(max_new_tokens=8, batch_size=4, sampled_fraction=0.0)
+    answering = Answering(max_new_tokens=8, batch_size=4, sampled_fraction=0.0)
     one = tmp_path / "one.jsonl"
-    distill(loaded.model, loaded.tokenizer, prompts, one, **options)
+    distill(loaded.model, loaded.tokenizer, prompts, one, answering)
     expected = {r.id: r.response_ids for r in read_distill_file(one)}
 
     out = tmp_path / "two.jsonl"
     leftover = next(line for line in one.read_text().splitlines() if '"prompt-3"' in line)
     (tmp_path / "two.jsonl.part1").write_text(leftover + '\n{"id": "prompt-5", "prompt_ids": [1')
     stats = distill_in_workers(
-        str(folder), "float32", prompts, out, workers=2, hidden_dir=tmp_path / "hidden", **options
+        str(folder), "float32", prompts, out, answering, workers=2, hidden_dir=tmp_path / "hidden"
     )
     assert part_files(out) == []
     assert stats.prompts_skipped == 1 and stats.prompts_done == 6
@@ -290,11 +282,11 @@ def test_distill_workers_agree_with_one_process_and_resume(tmp_path, write_tiny_
     assert {r.id: r.response_ids for r in read_distill_file(out)} == expected
     stored = HiddenStore(tmp_path / "hidden").load(list(expected))
     assert set(stored) == set(expected) - {"prompt-3"}
-    again = distill_in_workers(str(folder), "float32", prompts, out, workers=2, **options)
+    again = distill_in_workers(str(folder), "float32", prompts, out, answering, workers=2)
     assert again.prompts_done == 0 and len(out.read_text().splitlines()) == 7
     with pytest.raises(WorkerFailed, match="worker 0 failed: .*no-such-model"):
         distill_in_workers(
-            str(tmp_path / "no-such-model"), "float32", [{"prompt": "x"}], tmp_path / "x.jsonl", workers=2, **options
+            str(tmp_path / "no-such-model"), "float32", [{"prompt": "x"}], tmp_path / "x.jsonl", answering, workers=2
         )
 
 
@@ -345,7 +337,8 @@ def test_cli_train_distils_trains_and_guards_out(tmp_path, write_tiny_folder):
     assert result.exit_code == 0, result.output
     assert "distillation: 6 new answers" in result.output
     run_config = json.loads((out / "training" / "run.json").read_text())["config"]
-    assert run_config["warmup_steps"] == 1 and run_config["soft_targets"] == 0.5 and run_config["eval_max_tokens"] == 5
+    assert run_config["optimisation"]["warmup_steps"] == 1 and run_config["recipe"]["soft_targets"] == 0.5
+    assert run_config["evaluation"]["eval_max_tokens"] == 5
     answers = {r.id: r for r in read_distill_file(out / "training" / "distill.jsonl")}
     assert (out / "config.json").exists() and sorted(answers) == ["p0", "p1", "p2", "p3", "p4", "p4/2"]
     tokenizer = load(str(model)).tokenizer
@@ -435,7 +428,7 @@ def test_soft_loss_is_cross_entropy_against_the_llm_at_the_right_positions(tied)
     predict = 3
     hidden, win = llm_hidden_states(model, recs, predict)
     ids = select_token_subset(recs, 40, TRAINING_VOCAB)
-    drafter = make_drafter(train_config(token_subset_size=40, predict=predict), config, ids, seed=1)
+    drafter = make_drafter(train_config(token_subset=40, predict=predict).recipe, config, ids, seed=1)
     drafter.lm_head[1].weight = mx.random.normal(drafter.lm_head[1].weight.shape)  # non-uniform q
     rows = np.arange(len(hidden))
     teacher = (mx.array(later_states(hidden, rows, predict)), teacher_head(model, config["hidden_size"], ids))
@@ -491,7 +484,7 @@ def test_soft_targets_teach_the_llm_distribution(tmp_path):
             total.append(np.array(kl)[present[:, j]].mean())
         return float(np.mean(total))
 
-    start = kl_to_llm(make_drafter(train_config(), config, None))
+    start = kl_to_llm(make_drafter(train_config().recipe, config, None))
     soft = kl_to_llm(train_drafter(model, config, train, held, tmp_path / "s", train_config(soft_targets=1.0)).drafter)
     hard = kl_to_llm(train_drafter(model, config, train, held, tmp_path / "h", train_config()).drafter)
     assert soft < 0.3 * start, (soft, start)
@@ -510,7 +503,7 @@ def test_init_from_starts_at_a_drafter_and_checks_it_fits(tmp_path):
         data,
         data,
         tmp_path / "a",
-        train_config(predict=2, steps=20, token_subset_size=48),
+        train_config(predict=2, steps=20, token_subset=48),
         token_ids=select_token_subset(recs, 48, TRAINING_VOCAB),
         out_dir=tmp_path / "first",
     )

@@ -21,7 +21,7 @@ from redrafter_mlx.drafting.registry import load_drafter_folder
 from redrafter_mlx.errors import InputError
 from redrafter_mlx.training import train_drafter
 from redrafter_mlx.training.distill_file import DistillRecord
-from redrafter_mlx.training.eagle import eagle_loss, eagle_outputs, record_spans, sequence_batch, training_batch
+from redrafter_mlx.training.kinds.eagle import eagle_loss, eagle_outputs, record_spans, sequence_batch, training_batch
 from redrafter_mlx.training.start import make_drafter
 from redrafter_mlx.tuning import DraftPlan
 
@@ -44,7 +44,7 @@ torch = pytest.importorskip("torch")
 
 
 def eagle_cfg(**kw):
-    return train_config(**({"kind": "eagle", "predict": 1, "eagle_seq": 24, "batch_positions": 96, "lr": 3e-3} | kw))
+    return train_config(**({"kind": "eagle", "seq": 24, "batch_positions": 96, "lr": 3e-3} | kw))
 
 
 def perturbed(eagle: Eagle, scale: float = 0.05) -> Eagle:
@@ -102,7 +102,7 @@ def test_loss_is_smooth_l1_plus_cross_entropy_on_the_next_pair(lengths, soft, we
     """The batch of two answers (right-padded, the last pair of each without a target) gives
     the restated objective; the off-by-one pairing (feature t with token t+2) does not."""
     model, config = training_llm()
-    eagle = perturbed(make_drafter(eagle_cfg(), config, None, model=model))
+    eagle = perturbed(make_drafter(eagle_cfg().recipe, config, None, model=model))
     rng = np.random.default_rng(3)
     records = [
         DistillRecord(
@@ -137,8 +137,8 @@ def test_batches_crop_long_answers_and_noise_the_inputs_only():
     model, config = training_llm()
     data = llm_hidden_states(model, pattern_records(6, length=20), 1)
     spans = record_spans(data[1])
-    cfg = eagle_cfg(eagle_seq=8, eagle_noise=0.5)
-    tokens, features, index, target_features, target_tokens = training_batch(data, spans, cfg, 3)
+    cfg = eagle_cfg(seq=8, noise=0.5)
+    tokens, features, index, target_features, target_tokens = training_batch(data, spans, 8, 0.5, cfg.seed, 3)
     assert tokens.shape == (6, 8) and index.shape[0] >= 6 * 7
     flat = np.array(features).reshape(-1, features.shape[-1])
     starts = [int(np.flatnonzero((data[1][s:e, 0] == np.array(tokens)[b, 0]))[0]) + s for b, (s, e) in enumerate(spans)]
@@ -148,10 +148,10 @@ def test_batches_crop_long_answers_and_noise_the_inputs_only():
     rows = np.array([s + j for s in starts for j in range(8)])[np.array(index)]
     np.testing.assert_array_equal(np.array(target_features), data[0][rows + 1])  # targets: no noise
     np.testing.assert_array_equal(np.array(target_tokens), data[1][rows, 1])
-    again = training_batch(data, spans, cfg, 3)
+    again = training_batch(data, spans, 8, 0.5, cfg.seed, 3)
     for a, b in zip(again, (tokens, features, index, target_features, target_tokens)):
         np.testing.assert_array_equal(np.array(a), np.array(b))
-    assert not np.array_equal(np.array(training_batch(data, spans, cfg, 4)[1]), np.array(features))
+    assert not np.array_equal(np.array(training_batch(data, spans, 8, 0.5, cfg.seed, 4)[1]), np.array(features))
 
 
 def test_eagle_learns_and_its_folder_loads_exact_and_accepting(tmp_path):
@@ -170,7 +170,7 @@ def test_eagle_learns_and_its_folder_loads_exact_and_accepting(tmp_path):
     assert result.best["top1"][0] > 0.5, result.best
 
     loaded = load_drafter_folder(out, mx.float32)
-    assert type(loaded) is Eagle and loaded.kind == "eagle" and loaded.config == cfg.kind_config(config)
+    assert type(loaded) is Eagle and loaded.kind == "eagle" and loaded.config == cfg.recipe.drafter_config(config)
     assert loaded.config["num_hidden_layers"] == 1 and loaded.stage_prompt is False
     np.testing.assert_allclose(
         np.array(loaded.embed_tokens.weight), np.array(model.embedding.weight), rtol=1e-3, atol=1e-3
@@ -193,7 +193,7 @@ def test_eagle_learns_and_its_folder_loads_exact_and_accepting(tmp_path):
             accepted += stats.accepted_per_step
         return float(np.mean(accepted))
 
-    untrained = tokens_per_step(make_drafter(cfg, config, None, seed=3, model=model))
+    untrained = tokens_per_step(make_drafter(cfg.recipe, config, None, seed=3, model=model))
     trained = tokens_per_step(loaded)
     assert trained > 2.0 and trained > untrained + 0.8, (trained, untrained)
     loaded.stage_prompt = True  # upstream's inference: still exact
@@ -205,7 +205,7 @@ def test_session_without_the_prompt_starts_as_training_sequences_do(tmp_path):
     (first answer token, last prompt feature) at position 0, the first position of a training
     sequence; with it true, the prompt's pairs come first (upstream)."""
     model, config = training_llm()
-    eagle = randomised(make_drafter(eagle_cfg(), config, None, model=model))
+    eagle = randomised(make_drafter(eagle_cfg().recipe, config, None, model=model))
     prompt, first = [5, 9, 11, 3], 17
     hidden = model(mx.array([prompt]))[0]
     alone = eagle(mx.array([[first]]), hidden[None, -1:], None, 0, "causal")[0, -1]
@@ -223,7 +223,7 @@ def test_eagle_resumes_from_its_checkpoint_exactly(tmp_path, monkeypatch):
     kind cannot resume it."""
     model, config = training_llm()
     data = llm_hidden_states(model, pattern_records(20, length=30), 1)
-    cfg = eagle_cfg(steps=8, checkpoint_every=4, eagle_seq=16, batch_positions=64)
+    cfg = eagle_cfg(steps=8, checkpoint_every=4, seq=16, batch_positions=64)
     folder = assert_resume_matches(monkeypatch, model, config, data, tmp_path, cfg)
     assert type(load_drafter_folder(folder, mx.float32)) is Eagle
     with pytest.raises(InputError, match="holds a eagle drafter; the run trains kind medusa"):
@@ -241,7 +241,10 @@ def test_cli_trains_an_eagle_and_refuses_other_kinds_flags(tmp_path, write_tiny_
         [
             (["--kind", "eagle", "--token-subset", "128"], "--token-subset is for --kind redrafter"),
             (["--kind", "eagle", "--layers", "2"], "--layers is for --kind redrafter or medusa, not eagle"),
-            (["--kind", "eagle", "--predict", "2"], "--predict is for --kind redrafter or mlp-speculator"),
+            (
+                ["--kind", "eagle", "--predict", "2"],
+                "--predict is for --kind redrafter, medusa or mlp-speculator, not eagle",
+            ),
             (["--kind", "medusa", "--eagle-seq", "8"], "--eagle-seq is for --kind eagle, not medusa"),
             (["--eagle-noise", "0.1"], "--eagle-noise is for --kind eagle, not redrafter"),
         ],
@@ -270,7 +273,7 @@ def test_cli_trains_an_eagle_and_refuses_other_kinds_flags(tmp_path, write_tiny_
     assert not (tmp_path / "eagle" / "ngrams.safetensors").exists()
     state = json.loads((tmp_path / "eagle" / "training" / "checkpoint" / "train_state.json").read_text())
     saved = state["config"]
-    assert (saved["eagle_seq"], saved["eagle_noise"], saved["eagle_cls_weight"]) == (8, 0.1, 0.5)
+    assert (saved["recipe"]["seq"], saved["recipe"]["noise"], saved["recipe"]["cls_weight"]) == (8, 0.1, 0.5)
     resumed = run("eagle", "--steps", "4", "--eval-every", "2", "--eagle-seq", "8", "--resume")  # the checkpoint's kind
     assert resumed.exit_code == 0, resumed.output
     state = json.loads((tmp_path / "eagle" / "training" / "checkpoint" / "train_state.json").read_text())

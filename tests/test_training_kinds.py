@@ -96,7 +96,7 @@ def positions(model, predict: int) -> tuple[np.ndarray, np.ndarray]:
         ("mlp-speculator", {}, 3),
         ("mlp-speculator", {"tie_weights": True, "scale_input": True, "inner_dim": 48}, 3),
         ("medusa", {}, 1),
-        ("medusa", {"medusa_layers": 2}, 3),
+        ("medusa", {"layers": 2}, 3),
     ],
 )
 def test_loss_is_each_depths_cross_entropy_on_the_next_token(kind, extra, predict):
@@ -104,7 +104,7 @@ def test_loss_is_each_depths_cross_entropy_on_the_next_token(kind, extra, predic
     the sum over depths of the mean CE of the valid (>= 0) targets, the drafter's logits
     recomputed by hand."""
     model, config = training_llm()
-    drafter = randomised(make_drafter(train_config(kind=kind, predict=predict, **extra), config, None))
+    drafter = randomised(make_drafter(train_config(kind=kind, predict=predict, **extra).recipe, config, None))
     hidden, windows = positions(model, predict)
     loss, counts = drafter_loss(
         drafter, model.embedding, mx.array(hidden), mx.array(windows), head_index_map(drafter), predict
@@ -127,7 +127,7 @@ def test_soft_targets_are_the_llms_whole_distribution(kind):
     LLM's own logits of the later states."""
     model, config = training_llm()
     predict = 2
-    drafter = randomised(make_drafter(train_config(kind=kind, predict=predict), config, None))
+    drafter = randomised(make_drafter(train_config(kind=kind, predict=predict).recipe, config, None))
     hidden, windows = positions(model, predict)
     later = later_states(hidden, np.arange(len(hidden)), predict)
     loss, _ = loss_and_grad(model, drafter, predict, soft=1.0)(
@@ -159,7 +159,7 @@ def test_kind_learns_and_its_folder_loads_and_drafts(tmp_path, kind):
 
     loaded = load_drafter_folder(out, mx.float32)
     assert type(loaded) is CLASSES[kind] and loaded.kind == kind
-    assert loaded.config == cfg.kind_config(config)
+    assert loaded.config == cfg.recipe.drafter_config(config)
     h, w = mx.array(held[0][:8]), mx.array(held[1][:8])
     for got, want in zip(
         unrolled_logits(loaded, model.embedding, h, w, 3), unrolled_logits(result.drafter, model.embedding, h, w, 3)
@@ -178,7 +178,7 @@ def test_kind_learns_and_its_folder_loads_and_drafts(tmp_path, kind):
             accepted += stats.accepted_per_step
         return float(np.mean(accepted))
 
-    untrained = tokens_per_step(make_drafter(cfg, config, None, seed=3, model=model))
+    untrained = tokens_per_step(make_drafter(cfg.recipe, config, None, seed=3, model=model))
     trained = tokens_per_step(loaded)
     assert trained > 1.4 and trained > untrained + 0.3, (trained, untrained)
 
@@ -252,7 +252,7 @@ def test_cli_trains_each_kind_and_refuses_other_kinds_flags(tmp_path, write_tiny
             (["--kind", "mlp-speculator", "--tied"], "--tied/--untied is for --kind redrafter, not mlp-speculator"),
             (["--kind", "mlp-speculator", "--layers", "2"], "--layers is for --kind redrafter or medusa"),
             (["--inner-dim", "32"], "--inner-dim is for --kind mlp-speculator, not redrafter"),
-            (["--kind", "draft-llm"], "--kind: choose one of redrafter, mlp-speculator, medusa, eagle"),
+            (["--kind", "draft-llm"], "--kind: choose one of redrafter, medusa, mlp-speculator, eagle"),
             (["--kind", "mlp-speculator", "--tie-weights", "--predict", "1"], "tie_weights needs predict >= 2"),
         ],
     )

@@ -1,6 +1,6 @@
 """The drafter kinds, one entry each: its name, the config.json `model_type` of its folders, the
-module that reads and writes them and, for a kind with upstream checkpoints, the name of
-their format.
+module that reads and writes them, for a kind with upstream checkpoints the name of their
+format, and for a kind `redrafter train` builds the module of its training recipe.
 
 Every kind module exposes the same functions: `load(folder, dtype) -> TreeDrafter`; when its
 kind is savable, `save(drafter, folder) -> folder` (a folder `load` reads back); and when it
@@ -34,6 +34,7 @@ class Kind:
     module: str  # the module defining its load (save, is_upstream, convert) functions
     upstream_format: str | None = None  # `convert --format` name of its upstream checkpoints
     savable: bool = True
+    training: str | None = None  # the module of its training recipe (`training.recipe`), if trainable
 
     def functions(self) -> ModuleType:
         """The kind's module, imported now if it was not yet."""
@@ -41,7 +42,8 @@ class Kind:
 
 
 _KINDS_PACKAGE = "redrafter_mlx.drafting.kinds"
-RNN = Kind("redrafter", ("recurrent_drafting_drafter",), f"{_KINDS_PACKAGE}.rnn")
+_RECIPES = "redrafter_mlx.training.kinds"  # imported by training only: a name here, not an import
+RNN = Kind("redrafter", ("recurrent_drafting_drafter",), f"{_KINDS_PACKAGE}.rnn", training=f"{_RECIPES}.rnn")
 # A draft model's folder names its own architecture; any one mlx-lm implements is a draft LLM.
 DRAFT_LLM = Kind("draft-llm", ("llama", "mistral"), f"{_KINDS_PACKAGE}.draft_llm", savable=False)
 # Upstream formats are detected in this order: the EAGLEs' checks read the checkpoint's keys,
@@ -49,11 +51,17 @@ DRAFT_LLM = Kind("draft-llm", ("llama", "mistral"), f"{_KINDS_PACKAGE}.draft_llm
 # `dflash_config`) comes before them, as do the others' (file names and config fields).
 KINDS = (
     RNN,
-    Kind("medusa", ("medusa_drafter",), f"{_KINDS_PACKAGE}.medusa", upstream_format="medusa"),
-    Kind("mlp-speculator", ("mlp_speculator_drafter",), f"{_KINDS_PACKAGE}.mlp_speculator", upstream_format="mlp"),
+    Kind("medusa", ("medusa_drafter",), f"{_KINDS_PACKAGE}.medusa", "medusa", training=f"{_RECIPES}.medusa"),
+    Kind(
+        "mlp-speculator",
+        ("mlp_speculator_drafter",),
+        f"{_KINDS_PACKAGE}.mlp_speculator",
+        "mlp",
+        training=f"{_RECIPES}.mlp_speculator",
+    ),
     Kind("dflash", ("dflash_drafter",), f"{_KINDS_PACKAGE}.dflash", upstream_format="dflash"),
     Kind("eagle3", ("eagle3_drafter",), f"{_KINDS_PACKAGE}.eagle3", upstream_format="eagle3"),
-    Kind("eagle", ("eagle_drafter",), f"{_KINDS_PACKAGE}.eagle", upstream_format="eagle"),
+    Kind("eagle", ("eagle_drafter",), f"{_KINDS_PACKAGE}.eagle", "eagle", training=f"{_RECIPES}.eagle"),
     DRAFT_LLM,
 )
 _BY_MODEL_TYPE = {model_type: kind for kind in KINDS for model_type in kind.model_types}

@@ -25,9 +25,9 @@ from ..drafting.ngrams import NgramTable, build_ngram_table
 from ..errors import InputError
 from ..formats.token_ranking import rank_tokens
 from ..runtime.progress import start_progress
-from .config import TrainConfig
 from .distill import HiddenStore
 from .distill_file import DistillRecord, read_distill_file
+from .recipe import Recipe
 
 PREFILL_CHUNK = 64  # records whose states are computed and stored together (a kill loses one chunk)
 
@@ -116,6 +116,18 @@ def assemble(
     return np.concatenate(hs), np.concatenate(ws)
 
 
+def batch_rows(seed: int, units: int, micro_batch: int, size: int) -> np.ndarray:
+    """The training rows of micro-batch number `micro_batch` of a run: `size` of the `units`
+    (positions, or answers), drawn without replacement within an epoch. The permutation depends
+    only on (seed, epoch), so a resumed run continues the same stream."""
+    epoch, slot = divmod(micro_batch * size, units)
+    rows = np.random.default_rng([seed, epoch]).permutation(units)[slot : slot + size]
+    if len(rows) < size:  # wrap into the next epoch
+        following = np.random.default_rng([seed, epoch + 1]).permutation(units)
+        rows = np.concatenate([rows, following[: size - len(rows)]])
+    return rows
+
+
 def later_states(hidden: np.ndarray, rows: np.ndarray, predict: int) -> np.ndarray:
     """(M, predict, D): h_{t+1..t+predict} of the positions `rows` of an `assemble`d array
     (clamped at its end; rows past their record's end are masked by the loss)."""
@@ -187,28 +199,28 @@ def prepare_data(
     model: nn.Module,
     distill_file: str | Path,
     hidden_dir: str | Path,
-    cfg: TrainConfig,
+    recipe: Recipe,
     vocab_size: int,
+    holdout_fraction: float,
     console: Any = None,
 ) -> TrainingData:
     """Read the distillation file, fill the hidden-state store for records that lack
-    states, split, and for an RNN drafter (`cfg.kind`) pick the token subset and tabulate the
-    training answers' set phrases (the other kinds use neither)."""
+    states, split, and where the recipe asks for them pick the head's token subset and
+    tabulate the training answers' set phrases."""
     records = read_distill_file(distill_file)
     if not records:
         raise InputError(f"{distill_file}: no distillation records")
     hidden = stored_hidden(model, records, HiddenStore(hidden_dir), console)
-    train_recs, held_recs = split_records(records, cfg.holdout_fraction)
+    train_recs, held_recs = split_records(records, holdout_fraction)
     token_ids = None
-    if cfg.head_subset:
-        token_ids = select_token_subset(train_recs, cfg.head_subset, vocab_size)
-    rnn = cfg.kind == "redrafter"
+    if recipe.head_subset:
+        token_ids = select_token_subset(train_recs, recipe.head_subset, vocab_size)
     return TrainingData(
-        train=assemble(train_recs, [hidden[r.id] for r in train_recs], cfg.predict),
-        heldout=assemble(held_recs, [hidden[r.id] for r in held_recs], cfg.predict),
+        train=assemble(train_recs, [hidden[r.id] for r in train_recs], recipe.depths),
+        heldout=assemble(held_recs, [hidden[r.id] for r in held_recs], recipe.depths),
         heldout_answers=[(np.array(r.response_ids), hidden[r.id]) for r in held_recs],
         token_ids=token_ids,
-        ngrams=build_ngram_table([r.response_ids for r in train_recs], vocab_size) if rnn else None,
+        ngrams=build_ngram_table([r.response_ids for r in train_recs], vocab_size) if recipe.ngrams else None,
         coverage=subset_coverage(held_recs or train_recs, token_ids) if token_ids is not None else 1.0,
         train_records=len(train_recs),
         heldout_records=len(held_recs),

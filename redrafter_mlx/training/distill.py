@@ -201,18 +201,25 @@ def generate_with_hidden(
             yield (DistillRecord(job[0], list(job[1]), response, job[2], finish), out_states[row, : len(response)])
 
 
+@dataclass(frozen=True)
+class Answering:
+    """How distillation answers the prompts."""
+
+    max_new_tokens: int = 192
+    batch_size: int = 16  # sequences decoded together
+    sampled_fraction: float = 0.5  # share of answers sampled (the rest greedy)
+    temp: float = 0.7  # temperature of the sampled answers
+    seed: int = 0
+    system_prompt: str | None = None
+
+
 def distill(
     model: nn.Module,
     tokenizer: Any,
     prompts: list[dict[str, Any]],
     out_path: str | Path,
+    answering: Answering = Answering(),
     *,
-    max_new_tokens: int = 192,
-    batch_size: int = 16,
-    sampled_fraction: float = 0.5,
-    temp: float = 0.7,
-    seed: int = 0,
-    system_prompt: str | None = None,
     progress: Any = None,
     max_prompts_this_run: int | None = None,
     hidden_dir: str | Path | None = None,
@@ -233,7 +240,13 @@ def distill(
     ids = [prompt_id(r, i) for i, r in enumerate(prompts)]
     if len(set(ids)) != len(ids):
         raise InputError("prompt ids are not unique; cannot resume safely")
-    all_jobs = plan(prompts, tokenizer, sampled_fraction=sampled_fraction, temp=temp, system_prompt=system_prompt)
+    all_jobs = plan(
+        prompts,
+        tokenizer,
+        sampled_fraction=answering.sampled_fraction,
+        temp=answering.temp,
+        system_prompt=answering.system_prompt,
+    )
     jobs = [job for job in all_jobs if job[0] not in done]
     stats = DistillStats(prompts_skipped=len(all_jobs) - len(jobs))
     if max_prompts_this_run is not None:
@@ -253,8 +266,10 @@ def distill(
     tic = time.perf_counter()
     try:
         store = HiddenStore(hidden_dir) if hidden_dir is not None else None
-        mx.random.seed(seed)
-        stream = generate_with_hidden(model, jobs, eos, max_new_tokens=max_new_tokens, batch_size=batch_size)
+        mx.random.seed(answering.seed)
+        stream = generate_with_hidden(
+            model, jobs, eos, max_new_tokens=answering.max_new_tokens, batch_size=answering.batch_size
+        )
         pending_ids: list[str] = []
         pending_states: list[np.ndarray] = []
         with out.open("a", encoding="utf-8") as f:
@@ -265,7 +280,7 @@ def distill(
                 if store is not None:
                     pending_ids.append(record.id)
                     pending_states.append(states)
-                    if len(pending_ids) >= batch_size:
+                    if len(pending_ids) >= answering.batch_size:
                         store.add(pending_ids, pending_states)
                         pending_ids, pending_states = [], []
                 stats.prompts_done += 1

@@ -20,12 +20,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
 from ..runtime.progress import start_progress
-from .distill import DistillStats
+from .distill import Answering, DistillStats, distill
 from .distill_file import check_extensible, prompt_id, read_distill_file, repair_tail
 
 POLL_SECONDS = 1.0
@@ -55,18 +56,16 @@ def distill_in_workers(
     dtype: str | None,
     prompts: list[dict[str, Any]],
     out_path: str | Path,
+    answering: Answering = Answering(),
     *,
     workers: int,
     hidden_dir: str | Path | None = None,
     progress: Any = None,
-    seed: int = 0,
-    **options: Any,
 ) -> DistillStats:
     """Like `distill.distill`, with the LLM loaded by each of `workers` processes.
 
     model/dtype: what `loading.load` takes (a worker cannot share the parent's arrays).
-    options: the keyword arguments of `distill.distill` (max_new_tokens, batch_size,
-    sampled_fraction, temp, system_prompt). Worker k samples with seed `seed + k`.
+    Worker k samples with seed `answering.seed + k`.
     """
     if workers < 1:
         raise InputError(f"workers must be >= 1, got {workers}")
@@ -103,7 +102,7 @@ def distill_in_workers(
                 "prompts": shard,
                 "out": f"{out}.part{k}",
                 "hidden_dir": None if hidden_dir is None else str(hidden_dir),
-                "options": {**options, "seed": seed + k},
+                "answering": asdict(replace(answering, seed=answering.seed + k)),
             }
             log = tempfile.TemporaryFile()
             proc = subprocess.Popen(
@@ -173,11 +172,11 @@ def _worker_main() -> None:
     """One worker: read the job (JSON) from stdin and distil its prompts."""
     from .. import runtime
     from ..formats.loading import load
-    from .distill import distill
 
     job = json.load(sys.stdin)
     loaded = load(job["model"], runtime.parse_dtype(job["dtype"]))
-    distill(loaded.model, loaded.tokenizer, job["prompts"], job["out"], hidden_dir=job["hidden_dir"], **job["options"])
+    answering = Answering(**job["answering"])
+    distill(loaded.model, loaded.tokenizer, job["prompts"], job["out"], answering, hidden_dir=job["hidden_dir"])
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ s_j = update(s_{j-1}, E(y_{t+j})), s_0 = 0), the MLP speculator (its stage chain
 (head j - 1 on h_t, the tokens unread). For the RNN this is the same arithmetic as unrolling
 it by hand, bit for bit.
 
-Soft targets (`TrainConfig.soft_targets` = weight alpha in [0, 1]): the stored states also
+Soft targets (a recipe's `soft_targets` = weight alpha in [0, 1]): the stored states also
 give the LLM's whole next-token distribution at every response position, for the price of
 one matmul with its output head: p_LLM(. | y_{<=t+j}) = softmax(head(h_{t+j})). Depth j is
 then also trained by cross-entropy against that distribution (restricted to the head's

@@ -8,12 +8,12 @@ import mlx.core as mx
 import mlx.optimizers as optim
 from mlx_lm.tuner.utils import build_schedule
 
-from .config import TrainConfig
+from .config import Optimisation
 
 WARMUP_START = 0.01  # the warmup starts at this fraction of the peak rate
 
 
-def learning_rate_schedule(cfg: TrainConfig, total_steps: int) -> Callable[[mx.array], mx.array]:
+def learning_rate_schedule(cfg: Optimisation, total_steps: int) -> Callable[[mx.array], mx.array]:
     """The rate at optimizer steps 0 .. total_steps - 1: from lr * WARMUP_START up to lr over
     `cfg.warmup_steps` steps (at most a fifth of the run), then a cosine down to
     lr * min_lr_ratio at the last step."""
@@ -30,5 +30,5 @@ def learning_rate_schedule(cfg: TrainConfig, total_steps: int) -> Callable[[mx.a
     )
 
 
-def make_optimizer(cfg: TrainConfig, total_steps: int) -> optim.Optimizer:
+def make_optimizer(cfg: Optimisation, total_steps: int) -> optim.Optimizer:
     return optim.AdamW(learning_rate=learning_rate_schedule(cfg, total_steps), weight_decay=cfg.weight_decay)

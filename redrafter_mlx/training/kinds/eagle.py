@@ -11,7 +11,7 @@ v_w = 1, p_w = 0.1; SmoothL1 with beta 1 (torch's default) averaged over the fea
 terms averaged over the positions that have a target (the loss mask; the last position has
 none). The input features get uniform noise: upstream's `(rand - 0.5) * std * 512 / L`, std
 0.2 and L the sequence length (EAGLE issue #172 asks why 512 / L; the paper says U(-0.1, 0.1)).
-Here the noise is U(-w/2, w/2) with a fixed width w = `TrainConfig.eagle_noise` (default 0.2:
+Here the noise is U(-w/2, w/2) with a fixed width w = `EagleRecipe.noise` (default 0.2:
 the paper's U(-0.1, 0.1), upstream's at L = 512). The embedding is the LLM's, frozen
 (`drafting.eagle.Eagle`), the optimizer AdamW: only `fc` and the layers train.
 
@@ -21,13 +21,13 @@ at its first token: pair j = (y_j, h_{p-1+j}) (the answer token with the LLM sta
 produced it), j = 0..R-1, at position j; its targets are the next feature h_{p+j} (store row
 j + 1) and the next token y_{j+1}, for j = 0..R-2. The prompt's pairs, which upstream's
 sequences include, are absent, so the EAGLEs trained here are saved with `stage_prompt: false`
-(`TrainConfig.eagle_stage_prompt`): at inference too their sequence starts at the first answer
+(`EagleRecipe.stage_prompt`): at inference too their sequence starts at the first answer
 token. The classification target is the answer's token y_{j+1} (cross-entropy of head(o_j)),
-mixed with weight `TrainConfig.soft_targets` with upstream's soft target softmax(head(h_{p+j}))
+mixed with weight `EagleRecipe.soft_targets` with upstream's soft target softmax(head(h_{p+j}))
 (1: upstream's term exactly); on a greedy answer y_{j+1} is that distribution's argmax.
 
-Batching: `TrainConfig.eagle_rows` answers per micro-batch (`batch_positions` tokens in
-sequences of `eagle_seq`), answers longer than `eagle_seq` cropped at a random start (a crop's
+Batching: `batch_positions` // `seq` answers per micro-batch (`batch_positions` tokens in
+sequences of `seq`), answers longer than `seq` cropped at a random start (a crop's
 last pair keeps its target when the answer goes on), right-padded to the longest (causal
 attention: padding on the right changes no real position); the loss reads only the positions
 with a target, gathered before the LLM head (the vocabulary matmul is most of the work). Crops
@@ -37,15 +37,20 @@ and noise are drawn from (seed, micro-batch number), so a resumed run repeats th
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
 
 import mlx.core as mx
 import numpy as np
 from mlx import nn
+from mlx_lm.models.llama import ModelArgs
 
-from ..drafting.kinds.eagle import Eagle
-from ..runtime import fastmath
-from .config import TrainConfig
+from ...drafting.kinds.eagle import MODEL_TYPE, Eagle
+from ...drafting.seam import TreeDrafter
+from ...errors import InputError
+from ...runtime import fastmath
+from ..dataset import batch_rows
+from ..recipe import Batches, Positions, Recipe
 
 # The loss's inputs: tokens (B, S) int32, features (B, S, D), index (M,) int32 of the flat
 # positions with a target, their target features (M, D) and target tokens (M,) int32.
@@ -101,11 +106,11 @@ def sequence_batch(
     )
 
 
-def training_batch(data: tuple[np.ndarray, np.ndarray], spans: np.ndarray, cfg: TrainConfig, micro_batch: int) -> Batch:
+def training_batch(data: Positions, spans: np.ndarray, seq: int, noise: float, seed: int, micro_batch: int) -> Batch:
     """Micro-batch number `micro_batch` of the answers `spans` (chosen by the caller), cropped
-    to `cfg.eagle_seq` and noised, both drawn from (seed, micro_batch)."""
-    rng = np.random.default_rng([cfg.seed, micro_batch, 1])
-    return sequence_batch(data, crops(spans, cfg.eagle_seq, rng), cfg.eagle_noise, rng)
+    to `seq` tokens and noised with width `noise`, both drawn from (seed, micro_batch)."""
+    rng = np.random.default_rng([seed, micro_batch, 1])
+    return sequence_batch(data, crops(spans, seq, rng), noise, rng)
 
 
 def eagle_outputs(eagle: Eagle, tokens: mx.array, features: mx.array, index: mx.array) -> mx.array:
@@ -141,16 +146,6 @@ def eagle_loss(
     return reg_weight * reg + cls_weight * cls, (reg, cls)
 
 
-def eagle_loss_and_grad(model: nn.Module, eagle: Eagle, cfg: TrainConfig) -> Callable[..., Any]:
-    """`eagle_loss` with the run's weights and its gradient (trainable parameters: all but the
-    frozen embedding) as one function of a `Batch`."""
-
-    def loss_fn(e: Eagle, *batch: mx.array) -> mx.array:
-        return eagle_loss(e, model, *batch, cfg.eagle_reg_weight, cfg.eagle_cls_weight, cfg.soft_targets)[0]
-
-    return nn.value_and_grad(eagle, loss_fn)
-
-
 def eagle_accuracy(
     eagle: Eagle,
     model: nn.Module,
@@ -176,3 +171,75 @@ def eagle_accuracy(
         total += target.shape[0]
     total = max(total, 1)
     return {"top1": [float(hits[0] / total)], "top5": [float(hits[1] / total)]}
+
+
+@dataclass(frozen=True)
+class EagleRecipe(Recipe):
+    """EAGLE-1 on whole answers: its decoder layers and its objective's settings."""
+
+    kind: ClassVar[str] = "eagle"
+
+    layers: int = 1  # decoder layers, each of the LLM's own shape (upstream's: 1)
+    seq: int = 128  # tokens per training sequence: longer answers are cropped at random
+    noise: float = 0.2  # width of the uniform noise on the input features: U(-0.1, 0.1)
+    reg_weight: float = 1.0  # SmoothL1 on the next feature (upstream's v_w)
+    cls_weight: float = 0.1  # cross-entropy of the LLM head on it (upstream's p_w)
+    soft_targets: float = 0.0  # of that cross-entropy, the weight of the LLM's distribution as target
+    stage_prompt: bool = False  # the saved config's stage_prompt (`drafting.kinds.eagle`)
+
+    def __post_init__(self) -> None:
+        if self.layers < 1 or self.seq < 2:
+            raise ValueError("EAGLE's layers must be >= 1 and its seq >= 2")
+
+    @property
+    def depths(self) -> int:
+        return 1  # trained at depth 1 on the LLM's true features
+
+    def drafter_config(self, llm_config: dict[str, Any]) -> dict[str, Any]:
+        """The LLM's Llama fields with `layers` layers, as upstream's EConfig."""
+        llama = {f.name for f in fields(ModelArgs)}
+        return {k: v for k, v in llm_config.items() if k in llama} | {
+            "model_type": MODEL_TYPE,
+            "num_hidden_layers": self.layers,
+            "bias": True,
+            "stage_prompt": self.stage_prompt,
+        }
+
+    def fresh(self, llm_config: dict[str, Any], model: nn.Module | None, token_ids: np.ndarray | None) -> Eagle:
+        """Upstream's start (SafeAILab/EAGLE `cnets1.Model(config, load_emb=True)`): `fc` and the
+        layers at their default init (torch's and MLX's nn.Linear alike: U(+-1/sqrt(fan_in)); norms
+        1), `embed_tokens` a copy of the LLM's embedding (dequantized if need be; frozen by `Eagle`).
+        Without `model`: the default random embedding."""
+        eagle = Eagle(self.drafter_config(llm_config))
+        if model is not None:
+            vocab = llm_config["vocab_size"]
+            eagle.embed_tokens.weight = model.embedding(mx.arange(vocab, dtype=mx.int32)).astype(mx.float32)
+        return eagle
+
+    def batches(self, data: Positions, positions: int, seed: int) -> Batches:
+        """`positions` // `seq` answers (`record_spans`) a micro-batch, cropped and noised."""
+        spans = record_spans(data[1])
+        if not len(spans):
+            raise InputError("no answers of two tokens or more to train EAGLE on")
+        rows = max(1, positions // self.seq)
+
+        def batch(k: int) -> Batch:
+            chosen = spans[batch_rows(seed, len(spans), k, rows)]
+            return training_batch(data, chosen, self.seq, self.noise, seed, k)
+
+        return len(spans), rows, batch
+
+    def loss_and_grad(self, model: nn.Module, drafter: TreeDrafter) -> Callable[..., Any]:
+        """`eagle_loss` with the recipe's weights and its gradient (trainable parameters: all but
+        the frozen embedding) as one function of a `Batch`."""
+
+        def loss_fn(e: Eagle, *batch: mx.array) -> mx.array:
+            return eagle_loss(e, model, *batch, self.reg_weight, self.cls_weight, self.soft_targets)[0]
+
+        return nn.value_and_grad(drafter, loss_fn)
+
+    def accuracy(self, drafter: TreeDrafter, model: nn.Module, data: Positions) -> dict[str, list[float]]:
+        return eagle_accuracy(drafter, model, data, self.seq)
+
+
+RECIPE = EagleRecipe
