@@ -17,7 +17,6 @@ import numpy as np
 from mlx import nn
 from mlx.utils import tree_map
 
-from ..drafting.kinds.rnn import RecurrentDrafter
 from ..drafting.ngrams import NgramTable
 from ..drafting.seam import TreeDrafter
 from ..errors import InputError
@@ -111,7 +110,7 @@ def train_drafter(
         drafter, state, opt = _resumed(folder, cfg, eval_set, console)
     else:
         drafter, state, opt = _started(model, cfg, llm_config, (units, per_batch), token_ids, init_from, eval_set)
-    if isinstance(drafter, RecurrentDrafter):
+    if recipe.ngrams:
         drafter.ngrams = ngrams
     step_loss_and_grad = recipe.loss_and_grad(model, drafter)
     total_steps = state["total_steps"]
