@@ -14,12 +14,12 @@ from redrafter_mlx.errors import InputError
 from redrafter_mlx.formats.loading import DEFAULT_MODEL, load
 from redrafter_mlx.options import DecodingOptions
 
+from . import train_flags as flags
 from . import train_setup as setup
 from .app import UsageError, app, console, friendly_errors
 from .options import DTypeOpt, ModelOpt, decoding_options
 
-KIND_PANEL, RNN_PANEL, MLP_PANEL = "Drafter", "Drafter: --kind redrafter only", "Drafter: --kind mlp-speculator only"
-EAGLE_PANEL = "Drafter: --kind eagle only"
+KIND_PANEL = "Drafter"
 
 
 @app.command()
@@ -78,8 +78,9 @@ def train(
             rich_help_panel=KIND_PANEL,
             show_default=False,
             help="Drafter to train: redrafter (ReDrafter's RNN), mlp-speculator (IBM's MLP speculator), medusa "
-            "(Medusa heads) or eagle (EAGLE-1: decoder layers that draft the LLM's features, trained on whole "
-            "answers with its own loss); all but the RNN score the whole vocabulary and ship no n-gram table. "
+            "(Medusa heads), eagle (EAGLE-1: decoder layers that draft the LLM's features, trained on whole "
+            "answers with its own loss) or dflash (a block drafter over several layers' features, trained on "
+            "blocks at random anchors); all but the RNN score the whole vocabulary and ship no n-gram table. "
             "Default: redrafter, or the kind of --init-from, or with --resume of OUT's checkpoint.",
         ),
     ] = None,
@@ -90,7 +91,7 @@ def train(
             min=1,
             rich_help_panel=KIND_PANEL,
             help="Tokens predicted per position (T); also the MLP speculator's stages and Medusa's heads (not "
-            "EAGLE's: it trains at depth 1).",
+            "EAGLE's: it trains at depth 1; DFlash predicts its block: --block-size).",
         ),
     ] = setup.RNN.predict,
     layers: Annotated[
@@ -101,112 +102,27 @@ def train(
             rich_help_panel=KIND_PANEL,
             show_default=False,
             help=f"ResBlocks: the RNN's (default {setup.RNN.layers}) or each Medusa head's (default "
-            f"{setup.RECIPES['medusa']().layers}).",
+            f"{setup.RECIPES['medusa']().layers}); DFlash's decoder layers, each reading one LLM layer (default "
+            f"{setup.DFLASH.layers}).",
         ),
     ] = None,
-    exit_dim: Annotated[
-        int | None,
-        typer.Option(
-            "--exit-dim",
-            rich_help_panel=RNN_PANEL,
-            help="Drafter width (default: the LLM's hidden size; <=0: 2 x hidden, the paper's).",
-        ),
-    ] = setup.RNN.exit_dim,
-    rnn: Annotated[
-        bool,
-        typer.Option("--rnn/--no-rnn", rich_help_panel=RNN_PANEL, help="RNN state update (else sum of embeddings)."),
-    ] = setup.RNN.rnn,
-    tied: Annotated[
-        bool, typer.Option("--tied/--untied", rich_help_panel=RNN_PANEL, help="Tie the head to the LLM embedding.")
-    ] = setup.RNN.tied,
-    token_subset: Annotated[
-        int,
-        typer.Option(
-            "--token-subset", min=0, rich_help_panel=RNN_PANEL, help="Head vocabulary size K (0: full vocabulary)."
-        ),
-    ] = setup.RNN.token_subset or 0,
-    inner_dim: Annotated[
-        int | None,
-        typer.Option(
-            "--inner-dim",
-            min=1,
-            rich_help_panel=MLP_PANEL,
-            show_default=False,
-            help="Width of the stages (default: the LLM's hidden size).",
-        ),
-    ] = None,
-    tie_weights: Annotated[
-        bool,
-        typer.Option(
-            "--tie-weights/--no-tie-weights",
-            rich_help_panel=MLP_PANEL,
-            help="One embedding, head and norm shared by all stages (upstream's tie_weights; needs --predict >= 2).",
-        ),
-    ] = False,
-    scale_input: Annotated[
-        bool,
-        typer.Option(
-            "--scale-input/--no-scale-input",
-            rich_help_panel=MLP_PANEL,
-            help="Start the stages from rms_norm(h) / sqrt(2) (upstream's scale_input).",
-        ),
-    ] = False,
-    eagle_layers: Annotated[
-        int,
-        typer.Option(
-            "--eagle-layers",
-            min=1,
-            rich_help_panel=EAGLE_PANEL,
-            help="Decoder layers, each of the LLM's own shape (upstream's: 1).",
-        ),
-    ] = setup.EAGLE.layers,
-    eagle_seq: Annotated[
-        int,
-        typer.Option(
-            "--eagle-seq",
-            min=2,
-            rich_help_panel=EAGLE_PANEL,
-            help="Tokens per training sequence (an answer, longer ones cropped at random); --batch-positions / "
-            "--eagle-seq answers per step.",
-        ),
-    ] = setup.EAGLE.seq,
-    eagle_noise: Annotated[
-        float,
-        typer.Option(
-            "--eagle-noise",
-            min=0.0,
-            rich_help_panel=EAGLE_PANEL,
-            help="Width of the uniform noise added to the input features (0.2: U(-0.1, 0.1), the paper's).",
-        ),
-    ] = setup.EAGLE.noise,
-    eagle_reg_weight: Annotated[
-        float,
-        typer.Option(
-            "--eagle-reg-weight",
-            min=0.0,
-            rich_help_panel=EAGLE_PANEL,
-            help="Weight of the SmoothL1 loss on the next feature (upstream's v_w).",
-        ),
-    ] = setup.EAGLE.reg_weight,
-    eagle_cls_weight: Annotated[
-        float,
-        typer.Option(
-            "--eagle-cls-weight",
-            min=0.0,
-            rich_help_panel=EAGLE_PANEL,
-            help="Weight of the LLM head's cross-entropy on EAGLE's feature (upstream's p_w); --soft-targets 1 "
-            "makes its target the LLM's distribution, as upstream.",
-        ),
-    ] = setup.EAGLE.cls_weight,
-    eagle_stage_prompt: Annotated[
-        bool,
-        typer.Option(
-            "--eagle-stage-prompt/--no-eagle-stage-prompt",
-            rich_help_panel=EAGLE_PANEL,
-            help="Save the EAGLE to read the prompt's pairs before drafting (upstream's inference); off, it starts "
-            "at the first answer token, as it was trained.",
-        ),
-    ] = setup.EAGLE.stage_prompt,
+    exit_dim: flags.ExitDim = setup.RNN.exit_dim,
+    rnn: flags.Rnn = setup.RNN.rnn,
+    tied: flags.Tied = setup.RNN.tied,
+    token_subset: flags.TokenSubset = setup.RNN.token_subset or 0,
+    inner_dim: flags.InnerDim = None,
+    tie_weights: flags.TieWeights = False,
+    scale_input: flags.ScaleInput = False,
+    eagle_layers: flags.EagleLayers = setup.EAGLE.layers,
+    eagle_seq: flags.EagleSeq = setup.EAGLE.seq,
+    eagle_noise: flags.EagleNoise = setup.EAGLE.noise,
+    eagle_reg_weight: flags.EagleRegWeight = setup.EAGLE.reg_weight,
+    eagle_cls_weight: flags.EagleClsWeight = setup.EAGLE.cls_weight,
+    eagle_stage_prompt: flags.EagleStagePrompt = setup.EAGLE.stage_prompt,
+    block_size: flags.BlockSize = setup.DFLASH.block_size,
+    anchors: flags.Anchors = setup.DFLASH.anchors,
+    loss_decay: flags.LossDecay = setup.DFLASH.loss_decay,
+    mask_token_id: flags.MaskTokenId = None,
     soft_targets: Annotated[
         float,
         typer.Option(
@@ -249,7 +165,7 @@ def train(
         Path | None,
         typer.Option(
             "--init-from",
-            help="Start from this drafter folder (a redrafter, mlp-speculator, medusa or eagle one: its weights, "
+            help="Start from this drafter folder (of a kind train builds: its weights, "
             "architecture, token subset) with a fresh optimizer and schedule: fine-tuning.",
         ),
     ] = None,
@@ -259,7 +175,7 @@ def train(
 ) -> None:
     """Train a drafter for MODEL: distil its answers, then fit the drafter to them (Eq. 2).
     ReDrafter's RNN by default, or (--kind) an MLP speculator or Medusa heads, on the same
-    data and loss, or an EAGLE on the same data with its own loss. The defaults are the recipe
+    data and loss, or an EAGLE or a DFlash on the same data with its own loss. The defaults are the recipe
     of the shipped SmolLM2-135M drafter (see its model card)."""
     from redrafter_mlx.training import train_drafter
     from redrafter_mlx.training.distill import Answering
@@ -278,14 +194,18 @@ def train(
     except ValueError as e:
         raise UsageError(str(e)) from None
     splits = [] if skip_distill else setup.prompt_splits(prompts)  # before anything is loaded or written
+    if out.is_dir() and any(out.iterdir()) and not resume and not force:
+        raise UsageError(f"{out} is not empty: pass --resume to continue or --force to start over")
+    loaded = load(model, runtime.parse_dtype(dtype))
+    try:  # the drafter the recipe describes fits this LLM, before OUT is touched
+        cfg.recipe.drafter_config(loaded.config)
+    except InputError as e:
+        raise UsageError(str(e)) from None
     if out.is_dir() and any(out.iterdir()) and not resume:
-        if not force:
-            raise UsageError(f"{out} is not empty: pass --resume to continue or --force to start over")
         shutil.rmtree(out)
     work = out / setup.WORK
     work.mkdir(parents=True, exist_ok=True)
     data_file = distill_data or work / "distill.jsonl"
-    loaded = load(model, runtime.parse_dtype(dtype))
     (work / "run.json").write_text(json.dumps({"model": model, "config": cfg.to_dict()}, indent=1) + "\n")
 
     if not skip_distill:

@@ -33,8 +33,9 @@ from .app import UsageError, console
 WORK = "training"  # OUT/training/: distillation data, hidden-state cache, checkpoint, log
 KINDS = trainable_kinds()
 RECIPES = {kind: recipe_type(kind) for kind in KINDS}
-# The flags' defaults: the shipped drafter's recipe, EAGLE's for its own flags
-RNN, EAGLE, OPTIMISATION, EVALUATION = RECIPES["redrafter"](), RECIPES["eagle"](), Optimisation(), Evaluation()
+# The flags' defaults: the shipped drafter's recipe, EAGLE's and DFlash's for their own flags
+RNN, EAGLE, DFLASH = (RECIPES[kind]() for kind in ("redrafter", "eagle", "dflash"))
+OPTIMISATION, EVALUATION = Optimisation(), Evaluation()
 
 
 def recipe_field(param: str, kind: str, params: Collection[str]) -> str | None:
@@ -217,10 +218,8 @@ def distil_answers(
 def training_data(loaded: LoadedModel, data_file: Path, hidden_dir: Path, cfg: TrainConfig) -> TrainingData:
     """The run's training and held-out data from `data_file`, with a one-line summary."""
     tic = time.perf_counter()
-    vocab = loaded.config["vocab_size"]
-    data = prepare_data(
-        loaded.model, data_file, hidden_dir, cfg.recipe, vocab, cfg.evaluation.holdout_fraction, console=console
-    )
+    holdout = cfg.evaluation.holdout_fraction
+    data = prepare_data(loaded.model, data_file, hidden_dir, cfg.recipe, loaded.config, holdout, console=console)
     covered = data.token_ids is not None
     subset = f"; token subset covers {100 * data.coverage:.1f}% of held-out targets" if covered else ""
     console.print(

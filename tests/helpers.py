@@ -33,7 +33,7 @@ from transformers import PreTrainedTokenizerFast
 from typer.testing import CliRunner
 
 from redrafter_mlx.cli.main import load_commands
-from redrafter_mlx.decoding import GenerationStats, generate_ar
+from redrafter_mlx.decoding import GenerationStats, generate_ar, generate_redrafter
 from redrafter_mlx.decoding.batch import BatchDecoder, Request
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.kinds.dflash import DFlash
@@ -739,6 +739,18 @@ def greedy_records(model, n: int, seed: int, length: int = 24) -> list[DistillRe
         answer, _ = collect(generate_ar(model, prompt, max_tokens=length))
         records.append(DistillRecord(f"g{seed}-{i}", prompt, answer, 0.0, "length"))
     return records
+
+
+def greedy_tokens_per_step(model, drafter, records) -> float:
+    """Mean tokens per step decoding each record's prompt greedily with `drafter` (tree 3 x 4,
+    no lookup, 24 tokens), every answer checked to be the record's: the LLM's own."""
+    accepted = []
+    for r in records:
+        plan = DraftPlan(TreeShape(3, 4, 3), lookup=False)
+        tokens, stats = collect(generate_redrafter(model, drafter, r.prompt_ids, plan, max_tokens=24))
+        assert tokens == r.response_ids  # greedy: the LLM's own answer
+        accepted += stats.accepted_per_step
+    return float(np.mean(accepted))
 
 
 def randomised(drafter):

@@ -14,8 +14,6 @@ import pytest
 from mlx.utils import tree_flatten
 from scipy.special import logsumexp
 
-from redrafter_mlx.decoding.loop import generate_ar, generate_redrafter
-from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.kinds.eagle import Eagle
 from redrafter_mlx.drafting.registry import load_drafter_folder
 from redrafter_mlx.errors import InputError
@@ -23,14 +21,13 @@ from redrafter_mlx.training import train_drafter
 from redrafter_mlx.training.distill_file import DistillRecord
 from redrafter_mlx.training.kinds.eagle import eagle_loss, eagle_outputs, record_spans, sequence_batch, training_batch
 from redrafter_mlx.training.start import make_drafter
-from redrafter_mlx.tuning import DraftPlan
 
 from .helpers import (
     TRAINING_VOCAB,
     assert_refused,
     assert_resume_matches,
-    collect,
     greedy_records,
+    greedy_tokens_per_step,
     llm_hidden_states,
     pattern_records,
     randomised,
@@ -181,23 +178,13 @@ def test_eagle_learns_and_its_folder_loads_exact_and_accepting(tmp_path):
         eagle_loss(loaded, model, *batch)[0].item(), eagle_loss(result.drafter, model, *batch)[0].item(), rtol=1e-2
     )  # stored float16
 
-    def tokens_per_step(drafter) -> float:
-        accepted = []
-        for r in train_recs[:10]:
-            tokens, stats = collect(
-                generate_redrafter(
-                    model, drafter, r.prompt_ids, DraftPlan(TreeShape(3, 4, 3), lookup=False), max_tokens=24
-                )
-            )
-            assert tokens == r.response_ids == collect(generate_ar(model, r.prompt_ids, max_tokens=24))[0]
-            accepted += stats.accepted_per_step
-        return float(np.mean(accepted))
-
-    untrained = tokens_per_step(make_drafter(cfg.recipe, config, None, seed=3, model=model))
-    trained = tokens_per_step(loaded)
+    untrained = greedy_tokens_per_step(
+        model, make_drafter(cfg.recipe, config, None, seed=3, model=model), train_recs[:10]
+    )
+    trained = greedy_tokens_per_step(model, loaded, train_recs[:10])
     assert trained > 2.0 and trained > untrained + 0.8, (trained, untrained)
     loaded.stage_prompt = True  # upstream's inference: still exact
-    assert tokens_per_step(loaded) > 1.0
+    assert greedy_tokens_per_step(model, loaded, train_recs[:10]) > 1.0
 
 
 def test_session_without_the_prompt_starts_as_training_sequences_do(tmp_path):
@@ -240,7 +227,7 @@ def test_cli_trains_an_eagle_and_refuses_other_kinds_flags(tmp_path, write_tiny_
         tmp_path,
         [
             (["--kind", "eagle", "--token-subset", "128"], "--token-subset is for --kind redrafter"),
-            (["--kind", "eagle", "--layers", "2"], "--layers is for --kind redrafter or medusa, not eagle"),
+            (["--kind", "eagle", "--layers", "2"], "--layers is for --kind redrafter, medusa or dflash, not eagle"),
             (
                 ["--kind", "eagle", "--predict", "2"],
                 "--predict is for --kind redrafter, medusa or mlp-speculator, not eagle",

@@ -14,8 +14,6 @@ import pytest
 from mlx.utils import tree_flatten
 from scipy.special import erf, logsumexp
 
-from redrafter_mlx.decoding.loop import generate_redrafter
-from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.drafting.kinds.medusa import Medusa
 from redrafter_mlx.drafting.kinds.mlp_speculator import MLPSpeculator
 from redrafter_mlx.drafting.registry import load_drafter_folder
@@ -30,13 +28,12 @@ from redrafter_mlx.training.loss import (
     unrolled_logits,
 )
 from redrafter_mlx.training.start import make_drafter
-from redrafter_mlx.tuning import DraftPlan
 
 from .helpers import (
     assert_refused,
     assert_resume_matches,
-    collect,
     greedy_records,
+    greedy_tokens_per_step,
     llm_hidden_states,
     pattern_records,
     randomised,
@@ -166,20 +163,8 @@ def test_kind_learns_and_its_folder_loads_and_drafts(tmp_path, kind):
     ):
         np.testing.assert_allclose(np.array(got), np.array(want), atol=5e-2)  # stored as float16
 
-    def tokens_per_step(drafter) -> float:
-        accepted = []
-        for r in held_recs:
-            tokens, stats = collect(
-                generate_redrafter(
-                    model, drafter, r.prompt_ids, DraftPlan(TreeShape(3, 4, 3), lookup=False), max_tokens=24
-                )
-            )
-            assert tokens == r.response_ids  # greedy: the LLM's own answer
-            accepted += stats.accepted_per_step
-        return float(np.mean(accepted))
-
-    untrained = tokens_per_step(make_drafter(cfg.recipe, config, None, seed=3, model=model))
-    trained = tokens_per_step(loaded)
+    untrained = greedy_tokens_per_step(model, make_drafter(cfg.recipe, config, None, seed=3, model=model), held_recs)
+    trained = greedy_tokens_per_step(model, loaded, held_recs)
     assert trained > 1.4 and trained > untrained + 0.3, (trained, untrained)
 
 
@@ -250,9 +235,12 @@ def test_cli_trains_each_kind_and_refuses_other_kinds_flags(tmp_path, write_tiny
         [
             (["--kind", "medusa", "--token-subset", "128"], "--token-subset is for --kind redrafter, not medusa"),
             (["--kind", "mlp-speculator", "--tied"], "--tied/--untied is for --kind redrafter, not mlp-speculator"),
-            (["--kind", "mlp-speculator", "--layers", "2"], "--layers is for --kind redrafter or medusa"),
+            (
+                ["--kind", "mlp-speculator", "--layers", "2"],
+                "--layers is for --kind redrafter, medusa or dflash, not mlp-speculator",
+            ),
             (["--inner-dim", "32"], "--inner-dim is for --kind mlp-speculator, not redrafter"),
-            (["--kind", "draft-llm"], "--kind: choose one of redrafter, medusa, mlp-speculator, eagle"),
+            (["--kind", "draft-llm"], "--kind: choose one of redrafter, medusa, mlp-speculator, dflash, eagle"),
             (["--kind", "mlp-speculator", "--tie-weights", "--predict", "1"], "tie_weights needs predict >= 2"),
         ],
     )

@@ -59,7 +59,7 @@ KINDS = (
         "mlp",
         training=f"{_RECIPES}.mlp_speculator",
     ),
-    Kind("dflash", ("dflash_drafter",), f"{_KINDS_PACKAGE}.dflash", upstream_format="dflash"),
+    Kind("dflash", ("dflash_drafter",), f"{_KINDS_PACKAGE}.dflash", "dflash", training=f"{_RECIPES}.dflash"),
     Kind("eagle3", ("eagle3_drafter",), f"{_KINDS_PACKAGE}.eagle3", upstream_format="eagle3"),
     Kind("eagle", ("eagle_drafter",), f"{_KINDS_PACKAGE}.eagle", "eagle", training=f"{_RECIPES}.eagle"),
     DRAFT_LLM,

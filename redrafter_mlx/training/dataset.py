@@ -12,22 +12,17 @@ never propose them) and the subset is stored in the drafter as `token_ids`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import mlx.core as mx
 import numpy as np
 from mlx import nn
 
-from ..drafting.ngrams import NgramTable, build_ngram_table
-from ..errors import InputError
 from ..formats.token_ranking import rank_tokens
 from ..runtime.progress import start_progress
 from .distill import HiddenStore
-from .distill_file import DistillRecord, read_distill_file
-from .recipe import Recipe
+from .distill_file import DistillRecord
 
 PREFILL_CHUNK = 64  # records whose states are computed and stored together (a kill loses one chunk)
 
@@ -64,21 +59,16 @@ def windows(record: DistillRecord, predict: int) -> tuple[np.ndarray, np.ndarray
     return positions, padded[idx].astype(np.int32)
 
 
-def prefill_hidden(
-    model: nn.Module,
-    records: Sequence[DistillRecord],
-    *,
-    max_batch_tokens: int = 4096,
-    on_batch: Callable[[int], None] | None = None,
-) -> list[np.ndarray]:
-    """Final-norm hidden states at every training position of each record, (R_i, hidden),
-    by one causal forward per group of sequences (no gradient).
+def causal_rows(
+    model: nn.Module, records: Sequence[DistillRecord], taps: tuple[int, ...] = (), max_batch_tokens: int = 4096
+) -> Iterator[tuple[int, np.ndarray]]:
+    """(record index, its outputs (n_i, hidden (+ taps))) of one causal forward over the record's
+    prompt and answer, per group of sequences (no gradient), every record once.
 
     Sequences are grouped by length and right-padded: under a causal mask padding on the
     right cannot change the states of real tokens.
     """
     order = sorted(range(len(records)), key=lambda i: len(records[i].prompt_ids) + len(records[i].response_ids))
-    out: list[np.ndarray | None] = [None] * len(records)
     start = 0
     while start < len(order):
         longest = 0
@@ -94,15 +84,45 @@ def prefill_hidden(
         for row, i in enumerate(group):
             seq = records[i].prompt_ids + records[i].response_ids
             tokens[row, : len(seq)] = seq
-        hidden = mx.stop_gradient(model(mx.array(tokens), None, None, "causal"))
-        hidden_np = np.array(hidden.astype(mx.float32))
+        out = np.array(mx.stop_gradient(model(mx.array(tokens), None, None, "causal", taps)).astype(mx.float32))
         for row, i in enumerate(group):
-            p, n = len(records[i].prompt_ids), len(records[i].response_ids)
-            out[i] = hidden_np[row, p - 1 : p - 1 + n]
-        if on_batch is not None:
-            on_batch(len(group))
+            yield i, out[row, : len(records[i].prompt_ids) + len(records[i].response_ids)]
         start = end
+
+
+def prefill_hidden(
+    model: nn.Module,
+    records: Sequence[DistillRecord],
+    *,
+    max_batch_tokens: int = 4096,
+    on_batch: Callable[[int], None] | None = None,
+) -> list[np.ndarray]:
+    """Final-norm hidden states at every training position of each record, (R_i, hidden)."""
+    out: list[np.ndarray | None] = [None] * len(records)
+    for i, rows in causal_rows(model, records, max_batch_tokens=max_batch_tokens):
+        p, n = len(records[i].prompt_ids), len(records[i].response_ids)
+        out[i] = rows[p - 1 : p - 1 + n]
+        if on_batch is not None:
+            on_batch(1)
     return out  # type: ignore[return-value]
+
+
+def tapped_features(
+    model: nn.Module, records: Sequence[DistillRecord], layers: tuple[int, ...], console: Any = None
+) -> dict[str, np.ndarray]:
+    """id -> the inputs of the LLM layers `layers` at every position of the record's prompt and
+    answer, concatenated, (n, len(layers) hidden) float16 (half the memory; trained in float32)."""
+    bar, task = start_progress(console, "LLM features", len(records))
+    out = {}
+    try:
+        for i, rows in causal_rows(model, records, layers):
+            out[records[i].id] = rows[:, rows.shape[1] // (1 + len(layers)) :].astype(np.float16)
+            if bar is not None:
+                bar.update(task, advance=1)
+    finally:
+        if bar is not None:
+            bar.stop()
+    return out
 
 
 def assemble(
@@ -179,49 +199,3 @@ def stored_hidden(
         if bar is not None:
             bar.stop()
     return stored
-
-
-@dataclass
-class TrainingData:
-    """What `train_drafter` trains and scores on, from one distillation file."""
-
-    train: tuple[np.ndarray, np.ndarray]  # (hidden (N, D), windows (N, T+1)) of the training records
-    heldout: tuple[np.ndarray, np.ndarray]  # the same for the held-out records
-    heldout_answers: list[tuple[np.ndarray, np.ndarray]]  # (response ids, hidden) per held-out record
-    token_ids: np.ndarray | None  # the head's token subset (None: full vocabulary)
-    ngrams: NgramTable | None  # the training answers' set phrases (`ngrams.py`); RNN drafters only
-    coverage: float  # share of held-out targets inside the token subset
-    train_records: int
-    heldout_records: int
-
-
-def prepare_data(
-    model: nn.Module,
-    distill_file: str | Path,
-    hidden_dir: str | Path,
-    recipe: Recipe,
-    vocab_size: int,
-    holdout_fraction: float,
-    console: Any = None,
-) -> TrainingData:
-    """Read the distillation file, fill the hidden-state store for records that lack
-    states, split, and where the recipe asks for them pick the head's token subset and
-    tabulate the training answers' set phrases."""
-    records = read_distill_file(distill_file)
-    if not records:
-        raise InputError(f"{distill_file}: no distillation records")
-    hidden = stored_hidden(model, records, HiddenStore(hidden_dir), console)
-    train_recs, held_recs = split_records(records, holdout_fraction)
-    token_ids = None
-    if recipe.head_subset:
-        token_ids = select_token_subset(train_recs, recipe.head_subset, vocab_size)
-    return TrainingData(
-        train=assemble(train_recs, [hidden[r.id] for r in train_recs], recipe.depths),
-        heldout=assemble(held_recs, [hidden[r.id] for r in held_recs], recipe.depths),
-        heldout_answers=[(np.array(r.response_ids), hidden[r.id]) for r in held_recs],
-        token_ids=token_ids,
-        ngrams=build_ngram_table([r.response_ids for r in train_recs], vocab_size) if recipe.ngrams else None,
-        coverage=subset_coverage(held_recs or train_recs, token_ids) if token_ids is not None else 1.0,
-        train_records=len(train_recs),
-        heldout_records=len(held_recs),
-    )

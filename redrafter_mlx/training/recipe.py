@@ -10,7 +10,7 @@ the data preparation and the evals hold no per-kind switches: they call these.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -21,6 +21,8 @@ from mlx import nn
 from ..drafting.registry import KINDS, kind_named
 from ..drafting.seam import TreeDrafter
 from ..errors import InputError
+from .dataset import assemble
+from .distill_file import DistillRecord
 
 # (units an epoch draws, units per micro-batch, micro-batch number -> the loss's inputs)
 Batches = tuple[int, int, Callable[[int], tuple[Any, ...]]]
@@ -48,6 +50,11 @@ class Recipe:
     def feature_layers(self, llm_config: dict[str, Any]) -> tuple[int, ...] | None:
         """The LLM layers whose inputs it trains on (None: the final-norm hidden state)."""
         return None
+
+    def arrays(self, records: Sequence[DistillRecord], features: Sequence[np.ndarray]) -> Positions:
+        """The arrays its batches draw from, for `records` and their features (`feature_layers`):
+        by default each answer position's hidden state and its window of next tokens."""
+        return assemble(records, features, self.depths)
 
     def drafter_config(self, llm_config: dict[str, Any]) -> Any:
         """The config of a fresh drafter for the LLM whose config.json is `llm_config`."""

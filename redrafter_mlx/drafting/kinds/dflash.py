@@ -43,9 +43,9 @@ from ...formats.checkpoint import (
 )
 from ...models.attention import additive, attention
 from ...models.cache import KVCache
-from ...models.llama import MLP
+from ...models.rope import PositionedRoPE
 from ..seam import StepFn, TreeDrafter
-from .eagle import build_eagle, read_json, save
+from .eagle import EagleMLP, build_eagle, read_json, save
 from .eagle import load as load_eagle
 
 MODEL_TYPE = "dflash_drafter"
@@ -67,20 +67,21 @@ class BlockAttention(nn.Module):
         self.o_proj = nn.Linear(self.heads * self.head_dim, width, bias=False)
         self.q_norm = nn.RMSNorm(self.head_dim, eps=args.rms_norm_eps)
         self.k_norm = nn.RMSNorm(self.head_dim, eps=args.rms_norm_eps)
-        self.rope = initialize_rope(
-            self.head_dim, args.rope_theta, False, args.rope_scaling, args.max_position_embeddings
+        self.rope = PositionedRoPE(
+            initialize_rope(self.head_dim, args.rope_theta, False, args.rope_scaling, args.max_position_embeddings)
         )
 
     def keys_values(self, x: mx.array, offset: int | mx.array) -> tuple[mx.array, mx.array]:
-        """Keys (k_norm, RoPE from `offset`) and values (1, kv heads, T, Dh) of `x` (1, T, H)."""
+        """Keys (k_norm, RoPE from `offset`, or at positions (B, T)) and values (B, kv heads, T, Dh)
+        of `x` (B, T, H)."""
         B, T, _ = x.shape
         k = self.k_norm(self.k_proj(x).reshape(B, T, self.kv_heads, -1)).transpose(0, 2, 1, 3)
         v = self.v_proj(x).reshape(B, T, self.kv_heads, -1).transpose(0, 2, 1, 3)
         return self.rope(k, offset=offset), v
 
     def __call__(self, x: mx.array, offset: mx.array, context: tuple[mx.array, mx.array], seen: mx.array) -> mx.array:
-        """The block x (1, b, H) at positions offset.. over `context` (keys, values) and itself;
-        `seen` (1, 1, 1, S + b): the additive mask of which columns are real."""
+        """The block x (B, b, H) at positions offset.. (or (B, b) positions) over `context` (keys,
+        values) and itself; `seen` (B, 1, 1 or b, S + b): the additive mask of the columns it sees."""
         B, T, _ = x.shape
         q = self.q_norm(self.q_proj(x).reshape(B, T, self.heads, -1)).transpose(0, 2, 1, 3)
         k, v = self.keys_values(x, offset)
@@ -93,7 +94,7 @@ class BlockLayer(nn.Module):
     def __init__(self, args: ModelArgs):
         super().__init__()
         self.self_attn = BlockAttention(args)
-        self.mlp = MLP(args)
+        self.mlp = EagleMLP(args)  # the Llama MLP, differentiable: DFlash trains
         self.input_layernorm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
         self.post_attention_layernorm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
 
@@ -166,6 +167,16 @@ class DFlash(nn.Module, TreeDrafter):
         for layer, context in zip(self.layers, contexts):
             h = layer(h, offset, context, seen)
         return self.norm(h)
+
+    def blocks_hidden(self, blocks: mx.array, positions: mx.array, features: mx.array, seen: mx.array) -> mx.array:
+        """Training's forward: final-normed outputs (B, T, H) of the embedded blocks (B, T, H) at
+        `positions` (B, T), each row over its own context, the tapped features (B, S, n_taps H)
+        of its positions 0..S-1; `seen` (B, 1, T, S + T) is the additive mask of which context
+        rows and block columns each block position sees."""
+        rows = self.hidden_norm(self.fc(features))
+        where = mx.broadcast_to(mx.arange(rows.shape[1])[None], rows.shape[:2])
+        contexts = [layer.self_attn.keys_values(rows, where) for layer in self.layers]
+        return self.block_hidden(blocks, positions, contexts, seen)
 
     def open(self, model: Any, tokens: list[int], hidden: mx.array) -> DFlashSession:
         return DFlashSession(self, model, tokens, hidden)
