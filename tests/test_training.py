@@ -16,12 +16,13 @@ from mlx.utils import tree_flatten
 
 from redrafter_mlx.drafting.beam_search import beam_search
 from redrafter_mlx.drafting.kinds.rnn import load as load_drafter
-from redrafter_mlx.training import Optimisation, prefill_hidden, train_drafter
+from redrafter_mlx.training import Optimisation, checkpoint, prefill_hidden, train_drafter
 from redrafter_mlx.training.dataset import later_states, select_token_subset, windows
 from redrafter_mlx.training.distill import Answering, HiddenStore, distill
 from redrafter_mlx.training.distill_file import DistillRecord, read_distill_file
 from redrafter_mlx.training.distill_workers import distill_in_workers
 from redrafter_mlx.training.kinds.unrolled import accuracy
+from redrafter_mlx.training.loop import TrainingDiverged
 from redrafter_mlx.training.loss import drafter_loss, head_index_map, teacher_head, unrolled_logits
 from redrafter_mlx.training.schedule import learning_rate_schedule
 from redrafter_mlx.training.start import make_drafter
@@ -113,6 +114,27 @@ def test_resume_continues_exactly(tmp_path, monkeypatch):
     data = llm_hidden_states(model, pattern_records(20), 3)
     cfg = train_config(steps=8, batch_positions=64, checkpoint_every=4)
     assert_resume_matches(monkeypatch, model, config, data, tmp_path, cfg)
+
+
+def test_a_spiking_loss_is_flagged_once_and_a_non_finite_one_stops_the_run(tmp_path):
+    """Too high a learning rate: at 0.3 the loss jumps at the second step and the run goes on
+    (a run may recover), warned once; at 1e6 it is NaN at once, and the run stops in one line,
+    with the step-1 checkpoint (finite) kept."""
+    model, config = training_llm()
+    data = llm_hidden_states(model, pattern_records(20), 3)
+    logged = []
+    cfg = train_config(steps=6, batch_positions=64, checkpoint_every=1, lr=0.3, warmup_steps=0)
+    train_drafter(model, config, data, data, tmp_path / "spike", cfg, log=logged.append)
+    warnings = [entry["warning"] for entry in logged if "warning" in entry]
+    assert len(warnings) == 1 and "jumped at step 2" in warnings[0] and "(peak 0.3)" in warnings[0], logged
+
+    cfg = train_config(steps=6, batch_positions=64, checkpoint_every=1, lr=1e6, warmup_steps=0)
+    with pytest.raises(TrainingDiverged, match=r"diverged at step 2: loss nan; .*\(peak 1e\+06\)") as stop:
+        train_drafter(model, config, data, data, tmp_path / "nan", cfg)
+    assert "\n" not in str(stop.value)
+    drafter, state, _ = checkpoint.load(tmp_path / "nan" / "checkpoint")
+    assert state["step"] == 1 and len(state["losses"]) == 1
+    assert all(mx.isfinite(w).all().item() for _, w in tree_flatten(drafter.parameters()))
 
 
 @pytest.mark.parametrize("total, warmup", [(1000, 50), (40, 50), (3, 50), (200, 0)])

@@ -29,6 +29,11 @@ from .schedule import make_optimizer
 from .start import check_depths, make_drafter, starting_drafter
 
 LOSS_EMA = 0.95  # smoothing of the loss shown and logged (the raw values go to the run state)
+SPIKE = 2.0  # a step's loss over this many times the run's first: warn that the run may be diverging
+
+
+class TrainingDiverged(InputError):
+    """A non-finite loss: the weights are lost, so the run stops before a checkpoint holds them."""
 
 
 @dataclass
@@ -123,7 +128,8 @@ def train_drafter(
         loss=float("nan"),
     )
     tic = time.perf_counter()
-    ema = None
+    ema, start_loss = None, (state.get("losses") or [None])[0]  # a resumed run's own first
+    warned = False
     with contextlib.ExitStack() as scope:
         scope.enter_context(loss_blas_threads(recipe.depths))
         if bar is not None:
@@ -132,6 +138,11 @@ def train_drafter(
             first = state["step"] * optimisation.grad_accum
             batches = (next_batch(first + k) for k in range(optimisation.grad_accum))
             value = optimizer_step(drafter, opt, step_loss_and_grad, batches, optimisation)
+            start_loss = value if start_loss is None else start_loss
+            alarm = loss_alarm(value, start_loss, state["step"] + 1, optimisation.lr)
+            if alarm is not None and not warned:
+                warned = True
+                _warn(alarm, console, log)
             ema = value if ema is None else LOSS_EMA * ema + (1 - LOSS_EMA) * value
             state["step"] = done = state["step"] + 1
             state.setdefault("losses", []).append(round(value, 5))
@@ -148,6 +159,28 @@ def train_drafter(
             if done % evals.checkpoint_every == 0 or done == total_steps:
                 checkpoint.save(folder, drafter, opt, state)
     return TrainResult(state["step"], time.perf_counter() - tic, state["history"], state["best"], drafter)
+
+
+def loss_alarm(value: float, first: float, step: int, lr: float) -> str | None:
+    """A warning when a step's loss is over `SPIKE` times the run's first (a drafter as it
+    starts is about as wrong as a sane run gets; a run may still recover from a spike, so it
+    goes on); `TrainingDiverged` when the loss is not finite."""
+    advice = f"lower the learning rate (peak {lr:g}) or warm up longer"
+    if not math.isfinite(value):
+        raise TrainingDiverged(
+            f"training diverged at step {step}: loss {value}; {advice} (the best drafter so far and "
+            "the last checkpoint are kept)"
+        )
+    if value > SPIKE * first:
+        return f"the loss jumped at step {step}: {value:.3g}, against {first:.3g} at first; if it stays up, {advice}"
+    return None
+
+
+def _warn(message: str, console: Any, log: Callable[[dict[str, Any]], None] | None) -> None:
+    if console is not None:
+        console.print(f"[yellow]{message}[/yellow]")
+    if log is not None:
+        log({"warning": message})
 
 
 def _started(
