@@ -5,6 +5,9 @@ PIP     := $(PY) -m pip
 # Preload Debian's OpenBLAS (the mlx-cpu wheel links the slow reference BLAS); empty elsewhere.
 BLAS     = $(shell $(PY) -m redrafter_mlx.runtime 2>/dev/null)
 RUN_ENV  = $(if $(BLAS),LD_PRELOAD=$(BLAS))
+# The tests run in one worker per core (pytest-xdist), each on one BLAS thread (more would
+# oversubscribe the cores: the tests' matmuls are small).
+PYTEST   = OPENBLAS_NUM_THREADS=1 $(PY) -m pytest -q -n auto --dist loadgroup
 PROMPT  ?= Explain rotary position embeddings in two sentences.
 
 .PHONY: install install-test run lint test test-fast bench clean system-deps test-system-deps
@@ -47,10 +50,10 @@ run: install
 	$(VENV)/bin/redrafter generate -p "$(PROMPT)" --max-tokens 128 --verbose
 
 test: lint
-	$(RUN_ENV) $(PY) -m pytest -q --durations=10 tests
+	$(RUN_ENV) $(PYTEST) --durations=10 tests
 
 test-fast:  # the quick loop: no install, no tests marked slow
-	$(RUN_ENV) $(PY) -m pytest -q -x -m "not slow" tests
+	$(RUN_ENV) $(PYTEST) -x -m "not slow" tests
 
 bench: install
 	$(RUN_ENV) $(VENV)/bin/redrafter bench -n 16 -m 128

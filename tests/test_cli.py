@@ -267,10 +267,14 @@ def test_blas_threads_is_set_inside_and_restored():
     if not loaded_blas().startswith("OpenBLAS"):
         pytest.skip("OpenBLAS is not loaded in this process")
     lib = ctypes.CDLL("libopenblas.so.0")
+    original = lib.openblas_get_num_threads()
     lib.openblas_set_num_threads(2)
-    with blas_threads(1):
-        assert lib.openblas_get_num_threads() == 1
-    assert lib.openblas_get_num_threads() == 2
+    try:
+        with blas_threads(1):
+            assert lib.openblas_get_num_threads() == 1
+        assert lib.openblas_get_num_threads() == 2
+    finally:
+        lib.openblas_set_num_threads(original)
 
 
 def test_tune_stores_a_calibration_that_the_defaults_then_use(tmp_path, write_tiny_folder, monkeypatch):

@@ -35,7 +35,8 @@ LAUNCH = shutil.which("mlx.launch") or str(Path(sys.executable).parent / "mlx.la
 ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1")  # two ranks share this machine's cores
 TREE = ["-w", "3", "-l", "4", "-s", "8"]  # given: every rank must draft the same tree
 
-pytestmark = pytest.mark.slow
+# One test worker runs them all: `mlx.launch`'s ring backend listens on fixed ports.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ranks")]
 
 
 def launch(*command: str, ranks: int = 2, timeout: float = 400) -> subprocess.CompletedProcess:
