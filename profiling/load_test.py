@@ -1,13 +1,15 @@
-"""Load test of OpenAI-compatible servers: `redrafter serve` against `mlx_lm.server`.
+"""Load test of OpenAI-compatible servers: `redrafter serve` against `mlx_lm.server`, or
+against its own plain batching (`--against plain`: `redrafter serve --mode ar`), or both.
 
     python -m redrafter_mlx.profiling.load_test --requests 32 --concurrency 1,4,8 -m 128
+    python -m redrafter_mlx.profiling.load_test --requests 16 --concurrency 1,4,8,16 --against mlx-lm,plain
 
 Starts each server on a free localhost port (same model, same prompts: the held-out eval
 set's first N; greedy), sends N streamed chat requests at each concurrency, and reports
 requests/s, tokens/s, p50/p95 latency and time to first token. It stops by itself: every
-request has max_tokens, and both servers are shut down after the runs. Both run at once, idle
-while the other is measured, and each concurrency runs on one then the other, so that a
-shared machine's drift (a 2-core VM's speed moved by a third within the hour) falls on both.
+request has max_tokens, and the servers are shut down after the runs. All run at once, idle
+while another is measured, and each concurrency runs on one after the other, so that a
+shared machine's drift (a 2-core VM's speed moved by a third within the hour) falls on all.
 """
 
 from __future__ import annotations
@@ -150,15 +152,19 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,4,8")
     parser.add_argument("-m", "--max-tokens", type=int, default=128)
     parser.add_argument("--serve-args", default="", help="extra `redrafter serve` flags, e.g. '-w 3 -l 4'")
+    parser.add_argument("--against", default="mlx-lm", help="mlx-lm, plain (redrafter serve --mode ar) or both")
     parser.add_argument("--out", default="load_test.json")
     args = parser.parse_args()
+    against = args.against.split(",")
+    if not against or set(against) - {"mlx-lm", "plain"}:
+        parser.error("--against: mlx-lm, plain or mlx-lm,plain")
     levels = [int(c) for c in args.concurrency.split(",")]
     prompts = eval_texts(args.requests)
     scratch = scratch_dir()
-    folder = str(mlx_lm_folder(load_model(args.model), Path(scratch.name)))  # the same weights, as mlx-lm loads them
     redrafter = shutil.which("redrafter") or str(Path(sys.executable).parent / "redrafter")
-    servers = {
-        "redrafter serve": lambda port: [
+
+    def ours(*flags: str):
+        return lambda port: [
             redrafter,
             "serve",
             "--model",
@@ -170,8 +176,16 @@ def main() -> None:
             "--model-id",
             "m",
             *args.serve_args.split(),
-        ],
-        "mlx_lm.server": lambda port: [
+            *flags,
+        ]
+
+    servers = {"redrafter serve": ours()}
+    if "plain" in against:
+        servers["redrafter serve --mode ar"] = ours("--mode", "ar")
+    if "mlx-lm" in against:
+        # the same weights, as mlx-lm loads them
+        folder = str(mlx_lm_folder(load_model(args.model), Path(scratch.name)))
+        servers["mlx_lm.server"] = lambda port: [
             sys.executable,
             "-m",
             "mlx_lm.server",
@@ -181,16 +195,15 @@ def main() -> None:
             str(port),
             "--decode-concurrency",
             str(max(levels)),
-        ],
-    }
-    model_ids = {"redrafter serve": "m", "mlx_lm.server": "default_model"}
+        ]
+    model_ids = {name: "default_model" if name == "mlx_lm.server" else "m" for name in servers}
     rows = []
-    with ExitStack() as running:  # both servers up at once, idle while the other is measured
+    with ExitStack() as running:  # all servers up at once, idle while another is measured
         urls = {}
         for name, command in servers.items():
             port = free_port()
             urls[name], _ = running.enter_context(
-                started(command(port), port, Path(f"{args.out}.{name.split()[0]}.log"))
+                started(command(port), port, Path(f"{args.out}.{name.replace(' ', '_')}.log"))
             )
             warm = max(levels)  # traces, first allocations, the batch policy's first timings
             asyncio.run(load(urls[name], model_ids[name], (prompts * warm)[:warm], warm, 16))
@@ -207,11 +220,12 @@ def main() -> None:
             f"| {r['server']} | {r['concurrency']} | {r['requests_per_s']:.2f} | {r['tokens_per_s']:.1f} | "
             f"{r['latency_p50']:.1f} / {r['latency_p95']:.1f} | {r['ttft_p50']:.2f} / {r['ttft_p95']:.2f} |"
         )
-    ours = {r["concurrency"]: r["texts"] for r in rows if r["server"] == "redrafter serve"}
-    peer = {r["concurrency"]: r["texts"] for r in rows if r["server"] == "mlx_lm.server"}
-    for level in levels:
-        same = sum(a == b for a, b in zip(ours[level], peer[level]))
-        print(f"concurrency {level}: {same}/{len(ours[level])} answers identical to mlx_lm.server's")
+    texts = {(r["server"], r["concurrency"]): r["texts"] for r in rows}
+    for peer in list(servers)[1:]:
+        for level in levels:
+            mine = texts["redrafter serve", level]
+            same = sum(a == b for a, b in zip(mine, texts[peer, level]))
+            print(f"concurrency {level}: {same}/{len(mine)} answers identical to {peer}'s")
     Path(args.out).write_text(json.dumps(rows, indent=1))
 
 
