@@ -128,8 +128,7 @@ def train_drafter(
         loss=float("nan"),
     )
     tic = time.perf_counter()
-    ema, start_loss = None, (state.get("losses") or [None])[0]  # a resumed run's own first
-    warned = False
+    ema, warned = None, False
     with contextlib.ExitStack() as scope:
         scope.enter_context(loss_blas_threads(recipe.depths))
         if bar is not None:
@@ -138,8 +137,8 @@ def train_drafter(
             first = state["step"] * optimisation.grad_accum
             batches = (next_batch(first + k) for k in range(optimisation.grad_accum))
             value = optimizer_step(drafter, opt, step_loss_and_grad, batches, optimisation)
-            start_loss = value if start_loss is None else start_loss
-            alarm = loss_alarm(value, start_loss, state["step"] + 1, optimisation.lr)
+            first_loss = state["losses"][0] if state.get("losses") else value  # a resumed run's own first
+            alarm = loss_alarm(value, first_loss, state["step"] + 1, optimisation.lr)
             if alarm is not None and not warned:
                 warned = True
                 _warn(alarm, console, log)
