@@ -12,7 +12,7 @@ import pytest
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.tuning import Choice, StepPolicy
 from redrafter_mlx.tuning.plan import deepest_calibrated
-from redrafter_mlx.tuning.policy import MAX_PROBE_INTERVAL, PROBE_BUDGET
+from redrafter_mlx.tuning.policy import MAX_PROBE_INTERVAL, PROBE_BUDGET, PROBE_STEPS, TREE_MARGIN
 
 from .helpers import cpu_like, cpu_like_ms
 
@@ -227,3 +227,35 @@ def test_a_batch_drafts_nothing_where_trees_cost_more_than_they_gain():
         for _ in range(40):  # every draft accepted
             policy.observe(tree, 1, [tree.beam_length - 1], 0.1, None)
     assert policy.best(1) is not None
+
+
+def test_near_a_tie_each_lost_probe_halves_how_often_probes_come():
+    """16 rows on a machine where a step costs what its verified tokens do: a chain whose
+    drafts are all accepted nearly ties with a plain step (a millisecond slower), so what
+    each probe is predicted to lose says little, and a probe every `MIN_PROBE_INTERVAL`
+    steps would run trees a quarter of the time."""
+    policy = StepPolicy(SHAPE)
+
+    def ms(rows: int, choice: Choice) -> float:
+        return 10.0 * rows * (1 if choice is None else choice.max_packed) + (0 if choice is None else 1)
+
+    chosen = drive(policy, 600, lambda tree: tree.beam_length - 1, ms, rows=16)
+    assert policy.best(16) is None
+    late = chosen[300:]
+    probed = sum(c is not None for c in late)
+    assert 0 < probed <= PROBE_STEPS * (len(late) // MAX_PROBE_INTERVAL + 1)
+
+
+@pytest.mark.parametrize("gain", [TREE_MARGIN / 2, 2 * TREE_MARGIN])
+def test_a_tree_runs_only_where_it_beats_a_plain_step_by_the_margin(gain: float):
+    """A chain of two whose draft is always accepted, timed so that it is expected to beat
+    a plain step by `gain`: within the margin the step stays plain."""
+    chain = TreeShape(1, 2, 1)
+    policy = StepPolicy(chain)  # its choices: the chain or a plain step
+    plain_ms, chain_ms = 100.0, 2 * 100.0 / (1 + gain)
+    for choice, ms in [(chain, chain_ms), (None, plain_ms)]:  # runs of each: timed inside them
+        for _ in range(20):
+            policy.observe(choice, 1, [1] if choice else [], ms / 1e3, choice)
+    assert policy.speed(1, chain) == pytest.approx((1 + gain) * policy.speed(1, None), rel=0.02)
+    assert policy.best(1) == (chain if gain > TREE_MARGIN else None)
+    assert policy.drafting_pays(1, chain) == (gain > TREE_MARGIN)

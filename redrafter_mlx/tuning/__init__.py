@@ -1,6 +1,8 @@
-"""Tuning: measured costs (`calibration.py`), the per-step choice of tree or plain step
-(`policy.py`) and the drafting plan built from them (`plan.py`)."""
+"""Tuning: measured costs (`calibration.py`), a drafter's acceptance by depth
+(`acceptance.py`), the per-step choice of tree or plain step (`policy.py`) and the drafting
+plan built from them (`plan.py`)."""
 
+from .acceptance import geometric_drafts, geometric_rate
 from .calibration import (
     CACHE_ENV,
     CALIBRATION_FILE,
@@ -14,7 +16,7 @@ from .calibration import (
     write_calibration,
 )
 from .plan import FALLBACK_SHAPE, DraftPlan, plan_drafting, resolve_shape
-from .policy import Choice, StepPolicy, geometric_drafts, geometric_rate
+from .policy import Choice, StepPolicy
 
 __all__ = [
     "CACHE_ENV",

@@ -1,15 +1,17 @@
 """The step policy: before each step, the tree (or plain step) with the most expected tokens
 per second for the rows decoding now. One answer and a served batch ask the same policy.
 
-A verify pass costs what its B x P tokens cost. With one row, a 16-token tree costs about
-1.6x a plain step on a CPU and pays for itself where the drafter is right; with 8 rows the
-same trees are 128 tokens, and drafting loses unless the trees shrink; on text the drafter
-cannot predict, every tree loses. So each step weighs every choice (a plain step, the
+A verify pass costs what its B x P tokens cost: with one row a 16-token tree costs about
+1.6x a plain step on a CPU, with 8 rows the same trees are 128 tokens, and on text the
+drafter cannot predict every tree loses. So each step weighs every choice (a plain step, the
 served tree at each length, a single beam of each length) by
 
     B x tokens per row per step  /  step time at (B, choice)
 
-with both halves measured on this process's own steps:
+with both halves measured on this process's own steps, and runs a tree only if it beats a
+plain step by `TREE_MARGIN`: a tree's estimate is the noisier (acceptance varies by row and
+text), and a batch's rows drift apart under trees, which leaves a ragged end of small steps
+when a burst's answers all end at max_tokens.
 
 - **Tokens** come from each family of trees' acceptance by depth (`DepthRates`; a family:
   one width, search and node budget, at every length). A beam that ran out of tree is
@@ -30,11 +32,12 @@ with both halves measured on this process's own steps:
 Choices not taken are probed now and then (`PROBE_STEPS` steps at one batch size, ended
 early when rows join or leave), alternately the best of the other kind (a tree while plain
 steps win, plain steps while trees do) and the choice that would win if its family accepted
-what the family run last does now, less often the more a probe would lose (`PROBE_BUDGET`).
-So a drafter that stops predicting costs about plain speed, and one that predicts again
-drafts after a probe or two. The choice depends on tokens already decided and on timings,
-never on the draws acceptance makes: the output stays exact (greedy identical, sampling
-exact per row).
+what the family run last does now, less often the more a probe would lose (`PROBE_BUDGET`),
+and half as often after each probe that did not win (near a tie the estimates err by more
+than a probe's predicted loss). So a drafter that stops predicting costs about plain speed,
+and one that predicts again drafts after a probe or two. The choice depends on tokens
+already decided and on timings, never on the draws acceptance makes: the output stays exact
+(greedy identical, sampling exact per row).
 """
 
 from __future__ import annotations
@@ -46,35 +49,20 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..drafting import TreeShape
+from .acceptance import PRIOR_DRAFTS, RATE_DECAY, DepthRates, geometric_rate
 from .calibration import Calibration
 
 Choice = TreeShape | None  # a step's tree; None: a plain step
 
 UNCALIBRATED_RATE = 0.5  # a family's first-depth rate where no calibration says
-PRIOR_DRAFTS = 4.0  # a depth's rate leans on its prior with the weight of this many rows
-PRIOR_FLOOR = 0.25  # ... the first depth's, once the answer's own rows have outweighed it
-RATE_DECAY = 0.85  # per tree step, for the acceptance counts: about the last 6 steps' rows
+PRIOR_FLOOR = 0.25  # the first depth's prior weight in rows, once the answer's own rows outweighed it
 PRIOR_WEIGHT = 0.1  # a calibrated step time's weight in the cost model, against a measured one's 1
+TREE_MARGIN = 0.05  # a tree runs only if its expected speed beats a plain step's by this share
 SAMPLES = 5  # step times kept per (B, choice)
 PROBE_BUDGET = 0.03  # the share of decoding time probes may lose against the best choice
 PROBE_STEPS = 3  # a probe runs this many steps: the middle one is timed inside a run
-MIN_PROBE_INTERVAL = 8  # steps of the best choice between probes, at least
+MIN_PROBE_INTERVAL = 8  # steps of the best choice between probes, at least; doubled by each lost probe
 MAX_PROBE_INTERVAL = 128
-
-
-def geometric_drafts(rate: float, length: int) -> float:
-    """Expected accepted drafts of a beam of `length` when each draft is accepted with
-    probability `rate` given its parent was: rate + rate^2 + ... + rate^(length - 1)."""
-    return sum(rate**d for d in range(1, length))
-
-
-def geometric_rate(drafts: float, length: int) -> float:
-    """The rate whose `geometric_drafts` over `length` is `drafts` (bisection)."""
-    low, high = 0.0, 1.0
-    for _ in range(40):
-        mid = (low + high) / 2
-        low, high = (mid, high) if geometric_drafts(mid, length) < drafts else (low, mid)
-    return (low + high) / 2
 
 
 def features(rows: int, choice: Choice) -> np.ndarray:
@@ -98,44 +86,6 @@ def step_choices(start: TreeShape, deepest: int | None = None) -> list[Choice]:
 def family(tree: TreeShape) -> tuple[int, int, int | None]:
     """What the trees of one family share: all but their length."""
     return tree.beam_width, tree.search_width, tree.node_budget
-
-
-class DepthRates:
-    """A family's acceptance at each depth d: of the rows whose drafts were accepted down to
-    d - 1 and whose trees reached d, the share that accepted one at d too. A step's expected
-    drafts are the sum over d of the product of the rates down to d, whatever the tree's
-    shape. The first depth's rate leans on a prior rate with the weight it is given; each
-    deeper one on the shallower one's with the weight of `PRIOR_DRAFTS` rows, so depths not
-    reached for a while (only short trees ran) follow the fresh shallow rate."""
-
-    def __init__(self, depths: int):
-        self.judged = np.zeros(depths)  # rows whose drafts were judged at depth d + 1
-        self.accepted = np.zeros(depths)  # ... and accepted there
-
-    def forget(self) -> None:
-        """A tree step passed: older rows weigh `RATE_DECAY` as much."""
-        self.judged *= RATE_DECAY
-        self.accepted *= RATE_DECAY
-
-    def observe(self, accepted: Sequence[int], length: int) -> None:
-        """A step of this family's trees of `length` accepted `accepted` drafts per row."""
-        drafts = np.asarray(accepted)[:, None]
-        depth = np.arange(len(self.judged))[None, :]
-        self.judged += ((drafts >= depth) & (depth < length - 1)).sum(axis=0)
-        self.accepted += (drafts > depth).sum(axis=0)
-
-    def first_rate(self, prior: float, weight: float) -> float:
-        return (self.accepted[0] + weight * prior) / (self.judged[0] + weight)
-
-    def drafts(self, length: int, prior: float, weight: float) -> float:
-        """Expected accepted drafts per row of a tree of `length`."""
-        total, reach, rate = 0.0, 1.0, self.first_rate(prior, weight)
-        for d in range(length - 1):
-            if d:
-                rate = (self.accepted[d] + PRIOR_DRAFTS * rate) / (self.judged[d] + PRIOR_DRAFTS)
-            reach *= rate
-            total += reach
-        return total
 
 
 class StepPolicy:
@@ -169,6 +119,8 @@ class StepPolicy:
         self.probe_rows = 0
         self.since_probe = 0
         self.probes = 0
+        self.lost_probes = 0  # probes in a row whose choice was not the best after them
+        self.probed: Choice | tuple = ()  # the last probe's choice, until judged; (): none
         self.previous: tuple[int, Choice] | None = None  # the last step's (B, choice)
         self.fresh: tuple | None = None  # the family of the last tree step
 
@@ -247,15 +199,19 @@ class StepPolicy:
         """Expected tokens per millisecond of the whole batch."""
         return rows * self.tokens(choice) / self.ms(rows, choice)
 
+    def merit(self, rows: int, choice: Choice) -> float:
+        """`speed`, a tree's less `TREE_MARGIN`: what `best` ranks."""
+        return self.speed(rows, choice) / (1.0 if choice is None else 1.0 + TREE_MARGIN)
+
     def drafting_pays(self, rows: int, choice: Choice) -> bool:
-        """Whether a step of `choice` at `rows` rows is expected to beat a plain one (True
-        while nothing is known)."""
+        """Whether a step of `choice` at `rows` rows is expected to beat a plain one by the
+        margin (True while nothing is known)."""
         if choice is None or self.known_ms(rows, None) is None:
             return True
-        return self.speed(rows, choice) >= self.speed(rows, None)
+        return self.merit(rows, choice) >= self.speed(rows, None)
 
     def best(self, rows: int) -> Choice:
-        return max(self.choices, key=lambda c: self.speed(rows, c))
+        return max(self.choices, key=lambda c: self.merit(rows, c))
 
     # --- choosing and observing -------------------------------------------------------
 
@@ -267,6 +223,9 @@ class StepPolicy:
         if self.untimed or self.coefficients is None:
             return self._probe(self.untimed.pop(0) if self.untimed else self.start, rows)
         best = self.best(rows)
+        if self.probed != ():  # the probe just ended: did its choice win?
+            self.lost_probes = 0 if best == self.probed else self.lost_probes + 1
+            self.probed = ()
         candidate = self._candidate(rows, best)
         self.since_probe += 1
         if self.since_probe >= self.probe_interval(rows, best, candidate):
@@ -293,14 +252,14 @@ class StepPolicy:
 
     def probe_interval(self, rows: int, best: Choice, probe: Choice) -> int:
         """Steps of `best` before a probe of `probe`: enough that the probe's loss against
-        `best` is at most `PROBE_BUDGET` of the time, within the interval's bounds."""
+        `best` is at most `PROBE_BUDGET` of the time, doubled by each probe lost in a row."""
         best_ms = self.ms(rows, best)
         loss = PROBE_STEPS * (self.ms(rows, probe) - self.tokens(probe) * best_ms / self.tokens(best))
         steps = math.ceil(loss / (PROBE_BUDGET * best_ms)) if loss > 0 else 0
-        return min(max(MIN_PROBE_INTERVAL, steps), MAX_PROBE_INTERVAL)
+        return min(max(MIN_PROBE_INTERVAL << self.lost_probes, steps), MAX_PROBE_INTERVAL)
 
     def _probe(self, choice: Choice, rows: int) -> Choice:
-        self.queued, self.probe_rows = [choice] * (PROBE_STEPS - 1), rows
+        self.queued, self.probe_rows, self.probed = [choice] * (PROBE_STEPS - 1), rows, choice
         return choice
 
     def observe(
