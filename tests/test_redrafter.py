@@ -16,6 +16,7 @@ from redrafter_mlx.models.cache import KVCache
 from redrafter_mlx.prompting import encode_prompt
 from redrafter_mlx.tuning import DraftPlan, StepPolicy
 from redrafter_mlx.tuning.plan import deepest_calibrated
+from redrafter_mlx.tuning.policy import PROBE_STEPS
 from redrafter_mlx.verify.tree_attention import tree_layout
 
 from .helpers import (
@@ -196,7 +197,8 @@ def test_the_policy_stops_drafting_when_the_drafter_stops_predicting(
         tokens, stats = collect(generate_redrafter(embedded.model, random_drafter(8, 576), ids, plan, max_tokens=40))
         assert tokens == answer
         drafted = "".join("." if c is None else f"{c.beam_width}{c.beam_length} " for c in chosen[first:])
-        assert drafted.endswith("." * 4), drafted  # long after the drafter stopped predicting
+        # long after the drafter stopped predicting: plain steps, and at most one probe
+        assert sum(c is not None for c in chosen[first:][-12:]) <= PROBE_STEPS, drafted
         late = chosen[first:][-20:]  # what probing and the fading prior cost there, against plain steps
         assert sum(cpu_like_ms(1, c) for c in late) < 1.1 * len(late) * cpu_like_ms(1, None), drafted
         assert max(stats.accepted_per_step) >= 3  # while it predicted, beams were accepted whole
