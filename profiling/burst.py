@@ -23,7 +23,7 @@ from redrafter_mlx.api import Pipeline, load
 from redrafter_mlx.cli.bench import eval_texts
 from redrafter_mlx.decoding.batch import BatchDecoder, Request
 from redrafter_mlx.options import DecodingOptions
-from redrafter_mlx.prompting import encode_messages
+from redrafter_mlx.prompting import encode_prompt
 from redrafter_mlx.tuning import StepPolicy
 
 Steps = list[tuple[int, str, float, int]]  # (rows, choice, ms, tokens) of each step
@@ -77,10 +77,7 @@ def main() -> None:
     pipeline: Pipeline = load()
     plan = pipeline.plan(DecodingOptions())
     tokenizer = pipeline.tokenizer
-    prompts = [
-        encode_messages(tokenizer, [{"role": "user", "content": text}], vicuna=pipeline.loaded.is_vicuna)
-        for text in eval_texts(args.requests)
-    ]
+    prompts = [encode_prompt(tokenizer, text, vicuna=pipeline.loaded.is_vicuna) for text in eval_texts(args.requests)]
     options = DecodingOptions(max_tokens=args.max_tokens)
     policy = StepPolicy(plan.shape, plan.calibration)
     model, eos = pipeline.loaded.model, tokenizer.eos_token_ids
@@ -92,12 +89,13 @@ def main() -> None:
     for level in levels:
         ours, ours_s, ours_steps = stream(drafted, prompts, level, options)
         theirs, theirs_s, theirs_steps = stream(plain, prompts, level, options)
-        tokens = sum(len(answer) for answer in ours.values())
+        speed = sum(map(len, ours.values())) / ours_s
+        plain_speed = sum(map(len, theirs.values())) / theirs_s
         row = {
             "concurrency": level,
-            "tokens_per_s": round(tokens / ours_s, 2),
-            "plain_tokens_per_s": round(sum(len(a) for a in theirs.values()) / theirs_s, 2),
-            "ratio": round(theirs_s / ours_s, 3),
+            "tokens_per_s": round(speed, 2),
+            "plain_tokens_per_s": round(plain_speed, 2),
+            "ratio": round(speed / plain_speed, 3),
             "identical": sum(ours[h] == theirs[h] for h in ours),
             "steps": len(ours_steps),
             "plain_steps": len(theirs_steps),
