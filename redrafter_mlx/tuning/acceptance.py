@@ -1,11 +1,6 @@
-"""A drafter's acceptance by depth, the expected drafts of a beam, and their geometric
-restatement for a calibration's single rate.
-
-A family of trees (one width, search and node budget, at every length) accepts a share of
-the rows that reach each depth d: of the rows whose drafts were accepted down to d - 1 and
-whose trees reached d, the share that accepted one at d too. A beam that ran out of tree is
-censored, not counted as a rejection. Older rows weigh less with every tree step, so the
-rates follow the text."""
+"""A family of trees' acceptance by depth (`DepthRates`; a family: one width, search and
+node budget, at every length), as the step policy counts it on its own steps, and its
+geometric restatement for a calibration's single rate."""
 
 from __future__ import annotations
 
