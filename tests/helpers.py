@@ -73,7 +73,7 @@ class ScriptedPolicy(StepPolicy):
         self.rng, self.plain_share, self.cuts = np.random.default_rng(seed), plain_share, cuts
         self.chosen: list[TreeShape | None] = []
 
-    def choose(self, rows: int):
+    def choose(self, rows: int, ends=None):
         if self.plain_share is None:
             choice = self.choices[self.rng.integers(len(self.choices))]
         else:

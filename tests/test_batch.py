@@ -215,7 +215,7 @@ class TreesPayBelow(StepPolicy):
         super().__init__(shape)
         self.rows = rows
 
-    def choose(self, rows: int):
+    def choose(self, rows: int, ends=None):
         return self.longest
 
     def drafting_pays(self, rows: int, choice) -> bool:
@@ -253,6 +253,42 @@ def test_a_burst_of_joins_turns_trees_drafted_for_fewer_rows_into_a_plain_step(e
     assert cut
     for handle, (_, _, expected, reason) in enumerate(references):
         assert (tokens[handle], reasons[handle]) == (expected, reason), handle
+
+
+class Recording(StepPolicy):
+    """The step policy, recording what each `choose` was told: (rows, ends)."""
+
+    def __init__(self, shape: TreeShape):
+        super().__init__(shape)
+        self.asked: list[tuple[int, list[int] | None]] = []
+
+    def choose(self, rows: int, ends=None):
+        self.asked.append((rows, ends))
+        return super().choose(rows, ends)
+
+
+@pytest.mark.parametrize("backlog", [0, 2])
+def test_the_policy_is_told_each_rows_tokens_to_go_only_while_the_batch_drains(embedded, references, backlog):
+    """Requests that all joined at once, none waiting: each choice knows every row's tokens to
+    go after the step under way (a plain step keeps them in step). With requests waiting to
+    take an ending row's place (a server's backlog), it does not: a row that ends early is
+    replaced. Either way every row decodes its greedy answer."""
+    shape = TreeShape(3, 4, 8)
+    policy = Recording(shape)
+    decoder = BatchDecoder(
+        embedded.model, load_drafter_for(embedded, None), shape, eos_ids=embedded.tokenizer.eos_token_ids, policy=policy
+    )
+    decoder.backlog = backlog
+    requests = [Request(ids, DecodingOptions(max_tokens=n)) for ids, n, _, _ in references]
+    results = run_batch(decoder, requests)
+    for handle, (_, _, tokens, reason) in enumerate(references):
+        assert results[handle] == (tokens, reason), handle
+    if backlog:
+        assert all(ends is None for _, ends in policy.asked)
+        return
+    assert policy.asked[0] == (len(requests), [n - 1 for _, n, _, _ in references])  # the burst's first trees
+    assert all(ends is not None and len(ends) == rows and min(ends) >= 1 for rows, ends in policy.asked)
+    assert any(len(set(ends)) > 1 for _, ends in policy.asked[1:])
 
 
 def test_stateful_drafters_keep_a_session_per_row_and_ignore_the_policy(embedded):

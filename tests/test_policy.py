@@ -5,12 +5,17 @@ acceptance only from steps that can tell them."""
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 
 from redrafter_mlx.drafting import TreeShape
 from redrafter_mlx.tuning import Choice, StepPolicy
+from redrafter_mlx.tuning.acceptance import capped_tokens, last_row_gain
+from redrafter_mlx.tuning.choices import features
 from redrafter_mlx.tuning.plan import deepest_calibrated
 from redrafter_mlx.tuning.policy import MAX_PROBE_INTERVAL, PROBE_BUDGET, PROBE_STEPS, TREE_MARGIN
 
@@ -259,3 +264,58 @@ def test_a_tree_runs_only_where_it_beats_a_plain_step_by_the_margin(gain: float)
     assert policy.speed(1, chain) == pytest.approx((1 + gain) * policy.speed(1, None), rel=0.02)
     assert policy.best(1) == (chain if gain > TREE_MARGIN else None)
     assert policy.drafting_pays(1, chain) == (gain > TREE_MARGIN)
+
+
+def test_the_last_rows_gain_is_the_mean_drop_of_the_largest_tokens_to_go_over_every_outcome():
+    """`last_row_gain` against enumerating every row's outcome of a step (k tokens with
+    chance reach[k - 1] - reach[k]), with rows in step, apart and near their ends."""
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        reach = np.cumprod([1.0, *rng.uniform(0.2, 0.9, rng.integers(0, 4))]).tolist()
+        ends = rng.integers(1, 8, rng.integers(1, 5)).tolist()
+        chance = [reach[k] - (reach[k + 1] if k + 1 < len(reach) else 0.0) for k in range(len(reach))]
+        expected = 0.0
+        for outcome in itertools.product(range(1, len(reach) + 1), repeat=len(ends)):
+            p = math.prod(chance[k - 1] for k in outcome)
+            expected += p * (max(ends) - max(end - min(k, end) for end, k in zip(ends, outcome)))
+        assert last_row_gain(reach, ends) == pytest.approx(expected, abs=1e-12)
+        kept = sum(c * min(k + 1, ends[0]) for k, c in enumerate(chance))
+        assert capped_tokens(reach, ends[0]) == pytest.approx(kept)
+    assert last_row_gain([1.0, 0.5], [50] * 16) == pytest.approx(1 + 0.5**16)  # 16 rows in step: one token
+    assert last_row_gain([1.0, 0.5], [50]) == pytest.approx(1.5)
+
+
+def test_a_draining_burst_in_step_decodes_plainly_where_a_tree_wins_only_on_its_tokens():
+    """16 rows, half of whose drafts are accepted, on a machine where a step costs 100 ms
+    plus 10 per row: a chain of two at 340 ms gives 1.5 tokens a row, 15% more tokens per
+    second than a plain step. While ending rows are replaced that wins; in a burst whose
+    rows end together it would only move half of them ahead: the steps left fall by about
+    one either way, and 100 ms of each step pays for that. Rows far apart take the chain."""
+    chain = TreeShape(1, 2, 1)
+    policy = StepPolicy(chain)
+    for rows in (1, 4, 16):
+        for _ in range(5):
+            policy.observe(None, rows, [], (100 + 10 * rows) / 1e3, None)
+    for _ in range(30):
+        policy.observe(chain, 16, [1, 0] * 8, 0.340, chain)
+    assert policy.tokens(chain) == pytest.approx(1.5, abs=0.05)
+    assert policy.best(16) == chain
+    assert policy.best(16, [100] * 16) is None
+    assert policy.best(16, [10 * (i + 1) for i in range(16)]) == chain
+    assert policy.progress(16, None, [100] * 16) == pytest.approx(16)  # a plain step: one token a row
+    assert policy.progress(1, chain, [1]) == pytest.approx(1)  # one token to go: a tree adds nothing
+
+
+def test_an_untimed_trees_time_is_the_models_multiple_of_the_plain_step_timed_at_its_batch_size():
+    """Plain steps timed at three batch sizes that no line fits: at 16 rows, a tree not timed
+    there costs the model's tree-to-plain ratio times the plain step measured there, not
+    the model's own level (which a machine's speed now, or a cost no line follows, moves)."""
+    policy = calibrated_policy()
+    for rows, ms in [(4, 100.0), (8, 450.0), (16, 500.0)]:
+        for _ in range(5):
+            policy.observe(None, rows, [], ms / 1e3, None)
+    modelled = {c: float(policy.coefficients @ features(16, c)) for c in policy.choices}
+    assert abs(modelled[None] - 500.0) > 25.0  # the line misses the plain step at 16 rows
+    assert policy.ms(16, None) == pytest.approx(500.0)
+    for tree in policy.trees:
+        assert policy.ms(16, tree) == pytest.approx(500.0 * modelled[tree] / modelled[None])

@@ -189,7 +189,7 @@ def test_the_policy_stops_drafting_when_the_drafter_stops_predicting(
     def as_calibrated(choice, rows, accepted, seconds, following):
         observe(choice, rows, accepted, cpu_like_ms(rows, choice) / 1e3, following)
 
-    monkeypatch.setattr(policy, "choose", lambda rows: chosen.append(choose(rows)) or chosen[-1])
+    monkeypatch.setattr(policy, "choose", lambda rows, ends=None: chosen.append(choose(rows, ends)) or chosen[-1])
     monkeypatch.setattr(policy, "observe", as_calibrated)
     for (ids, _, _), answer in zip(embedded_runs, long_answers):
         monkeypatch.setattr(decoding, "make_draft_fn", knowing_draft(answer[:12], len(ids)))

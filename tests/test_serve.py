@@ -238,7 +238,8 @@ def test_logit_bias_is_exact_in_decoding_and_served(pipeline, url):
         logit_bias=((unbiased[0], -100.0),),
     )
     chat = {"model": MODEL, "messages": [{"role": "user", "content": "Name three colours."}], "temperature": 0}
-    reply = httpx.post(f"{url}/v1/chat/completions", json=chat | {"max_tokens": 12, "logit_bias": {unbiased[0]: -100}})
+    biased = chat | {"max_tokens": 12, "logit_bias": {unbiased[0]: -100}}
+    reply = httpx.post(f"{url}/v1/chat/completions", json=biased, timeout=120)  # a busy CI machine is slow
     assert reply.status_code == 200, reply.text
     assert reply.json()["choices"][0]["message"]["content"] == generate(pipeline, "Name three colours.", banned)
 

@@ -91,6 +91,7 @@ class BatchDecoder:
         self.layout: TreeLayout | None = None  # (B, W, L) unpack index and owner, (B,) count
         self.draft_top_k = draft_top_k
         self._drafts: dict[Choice, BatchDraftFn] = {}
+        self.backlog = 0  # requests waiting outside (a server's queue beyond the batch): rows that end are replaced
 
     @property
     def busy(self) -> bool:
@@ -218,7 +219,8 @@ class BatchDecoder:
         the new size it loses to a plain step (one row's wide tree, then a burst of joins). A
         seeded sample joins no rows on the policy's trees: it verifies the served shape, as alone."""
         if not self.rows:
-            self.choice = self._next_choice(len(self.joins))
+            ends = [self.requests[join.handle].options.max_tokens - 1 for join in self.joins.waiting]
+            self.choice = self._next_choice(len(ends), ends, draining=not self.backlog)
             joined = list(self.joins.advance(None))
         elif not self._follows_policy() and self.choice != self.fixed:
             return []  # the next verify drafts the served shape
@@ -259,7 +261,8 @@ class BatchDecoder:
                 row.text.stage(r.emitted)
             lengths.append(row.text.length + r.accepted + 1)
         hidden, next_tokens = verified.next_features(), verified.next_tokens()
-        self.choice = self._next_choice(len(rows))
+        ends = [max(row.max_tokens - row.stats.num_tokens - 1, 1) for row in rows]
+        self.choice = self._next_choice(len(rows), ends, draining=not (self.joins or self.backlog))
         lengths = mx.stack(lengths).astype(mx.int32)
         if self.stateful:
             self.beams, self.layout = self._draft_rows(results, feed, hidden, next_tokens, lengths)
@@ -324,6 +327,8 @@ class BatchDecoder:
         seeded = [r.request for r in self.rows] + list(self.requests.values())
         return self.policy is not None and not any(r.options.temp > 0 and r.options.seed is not None for r in seeded)
 
-    def _next_choice(self, rows: int) -> Choice:
-        """The policy's choice for `rows` rows, or the fixed shape."""
-        return self.policy.choose(rows) if self._follows_policy() else self.fixed
+    def _next_choice(self, rows: int, ends: list[int], draining: bool) -> Choice:
+        """The policy's choice for `rows` rows, told their tokens to go after the step under
+        way (`ends`) if the batch drains (no request waits to take an ending row's place), or
+        the fixed shape."""
+        return self.policy.choose(rows, ends if draining else None) if self._follows_policy() else self.fixed

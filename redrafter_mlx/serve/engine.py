@@ -181,6 +181,7 @@ class Engine:
                     self._waiting.remove(t)
                 room = self.max_batch - (len(self._active) - len(cancelled))
                 joining = [self._waiting.popleft() for _ in range(min(room, len(self._waiting)))]
+                self.decoder.backlog = len(self._waiting)
             for ticket in gone:
                 self._deliver(ticket, Update(ticket.handle, [], GenerationStats(), "cancelled"))
             if self.lead:

@@ -1,6 +1,6 @@
 """Tuning: measured costs (`calibration.py`), a drafter's acceptance by depth
-(`acceptance.py`), the per-step choice of tree or plain step (`policy.py`) and the drafting
-plan built from them (`plan.py`)."""
+(`acceptance.py`), what a step may run (`choices.py`), the per-step choice among them
+(`policy.py`) and the drafting plan built from them (`plan.py`)."""
 
 from .acceptance import geometric_drafts, geometric_rate
 from .calibration import (

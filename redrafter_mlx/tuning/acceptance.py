@@ -4,6 +4,7 @@ geometric restatement for a calibration's single rate."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -54,12 +55,39 @@ class DepthRates:
     def first_rate(self, prior: float, weight: float) -> float:
         return (self.accepted[0] + weight * prior) / (self.judged[0] + weight)
 
-    def drafts(self, length: int, prior: float, weight: float) -> float:
-        """Expected accepted drafts per row of a tree of `length`."""
-        total, reach, rate = 0.0, 1.0, self.first_rate(prior, weight)
+    def reach(self, length: int, prior: float, weight: float) -> list[float]:
+        """Per depth d = 1 .. length - 1, the chance that a row of a tree of `length` accepts d
+        drafts or more."""
+        reaches, reach, rate = [], 1.0, self.first_rate(prior, weight)
         for d in range(length - 1):
             if d:
                 rate = (self.accepted[d] + PRIOR_DRAFTS * rate) / (self.judged[d] + PRIOR_DRAFTS)
             reach *= rate
-            total += reach
-        return total
+            reaches.append(reach)
+        return reaches
+
+    def drafts(self, length: int, prior: float, weight: float) -> float:
+        """Expected accepted drafts per row of a tree of `length`."""
+        return sum(self.reach(length, prior, weight))
+
+
+def capped_tokens(reach: Sequence[float], left: int) -> float:
+    """Expected tokens a row with `left` tokens to go keeps of a step whose chance of giving it
+    k tokens or more is `reach[k - 1]` (reach[0] = 1: the guaranteed token)."""
+    return float(sum(reach[:left]))
+
+
+def last_row_gain(reach: Sequence[float], ends: Sequence[int]) -> float:
+    """Expected drop of the largest of `ends` (each row's tokens to go, each >= 1) over a step
+    whose chance of giving a row k tokens or more is `reach[k - 1]`, the rows drawing
+    independently. A batch's steps left fall only as fast as its rows furthest from their
+    ends advance: of many rows in step, a tree moves the last of them by about one token."""
+    longest, deepest = max(ends), len(reach)
+    survive = [*reach, 0.0]  # P(tokens >= k), k = 1 .. deepest + 1
+    low = max(1, longest - deepest)  # below it, the new largest is surely at least m
+    expected = low - 1.0  # E[new largest] = sum over m >= 1 of P(new largest >= m)
+    for m in range(low, longest):
+        # a row ends the step below m iff it gets `end - m + 1` tokens or more
+        all_below = math.prod(survive[min(end - m + 1, deepest + 1) - 1] for end in ends if end - m + 1 > 1)
+        expected += 1.0 - all_below
+    return longest - expected

@@ -10,8 +10,16 @@ served tree at each length, a single beam of each length) by
 
 with both halves measured on this process's own steps, and runs a tree only if it beats a
 plain step by `TREE_MARGIN`: a tree's estimate is the noisier (acceptance varies by row and
-text), and a batch's rows drift apart under trees, which leaves a ragged end of small steps
-when a burst's answers all end at max_tokens.
+text).
+
+When no request waits to take an ending row's place, the batch drains, and a token is not
+worth the same in every row. Plain steps keep a burst's rows in step, so they all end
+together; trees move some rows ahead, and the rows left behind finish in small steps that
+each pay a step's fixed cost for few tokens. So a draining batch's step is worth what it
+saves of the plain steps left: their fixed cost times the rows' largest tokens-to-go, plus
+their cost per row times the sum. A step's fixed share (the cost model's a below) so counts
+the expected drop of the largest (about one token for many rows in step, whatever the tree),
+the rest each row's tokens, none past its end.
 
 - **Tokens** come from each family of trees' acceptance by depth (`DepthRates`; a family:
   one width, search and node budget, at every length). A beam that ran out of tree is
@@ -49,10 +57,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..drafting import TreeShape
-from .acceptance import PRIOR_DRAFTS, RATE_DECAY, DepthRates, geometric_rate
+from .acceptance import PRIOR_DRAFTS, RATE_DECAY, DepthRates, capped_tokens, geometric_rate, last_row_gain
 from .calibration import Calibration
-
-Choice = TreeShape | None  # a step's tree; None: a plain step
+from .choices import Choice, family, features, step_choices
 
 UNCALIBRATED_RATE = 0.5  # a family's first-depth rate where no calibration says
 PRIOR_FLOOR = 0.25  # the first depth's prior weight in rows, once the answer's own rows outweighed it
@@ -63,29 +70,6 @@ PROBE_BUDGET = 0.03  # the share of decoding time probes may lose against the be
 PROBE_STEPS = 3  # a probe runs this many steps: the middle one is timed inside a run
 MIN_PROBE_INTERVAL = 8  # steps of the best choice between probes, at least; doubled by each lost probe
 MAX_PROBE_INTERVAL = 128
-
-
-def features(rows: int, choice: Choice) -> np.ndarray:
-    """What a step's time is linear in: 1, B, B x P (the largest packed tree), B x S x L."""
-    packed, cells = (1, 0) if choice is None else (choice.max_packed, choice.search_width * choice.beam_length)
-    return np.array([1.0, rows, rows * packed, rows * cells])
-
-
-def step_choices(start: TreeShape, deepest: int | None = None) -> list[Choice]:
-    """What a step may run: a plain step, `start`'s family (its width, search and budget) at
-    every length from 2 to `deepest` (default: `start`'s), and a single beam of each length."""
-    deepest = deepest or start.beam_length
-    trees = {
-        start,
-        *(TreeShape(start.beam_width, n, start.search_width, start.node_budget) for n in range(2, deepest + 1)),
-    }
-    chains = {TreeShape(1, n, 1) for n in range(2, deepest + 1)}
-    return [None, *sorted(trees | chains, key=lambda s: (s.beam_width, s.beam_length))]
-
-
-def family(tree: TreeShape) -> tuple[int, int, int | None]:
-    """What the trees of one family share: all but their length."""
-    return tree.beam_width, tree.search_width, tree.node_budget
 
 
 class StepPolicy:
@@ -161,11 +145,18 @@ class StepPolicy:
         return float(np.median(times)) if len(times) >= 3 else min(times)
 
     def ms(self, rows: int, choice: Choice) -> float:
-        """A step's time: as measured at this batch size, else the cost model's."""
+        """A step's time: as measured at this batch size, else the cost model's, as a multiple
+        of a plain step's where one was measured at this batch size (the model, fitted over
+        every batch size and the calibration, is right about ratios more than levels, and a
+        plain step's time follows this machine's speed now)."""
         measured = self.measured(rows, choice)
         if measured is not None:
             return measured
-        return max(float(self.coefficients @ features(rows, choice)), 1e-3)
+        modelled = max(float(self.coefficients @ features(rows, choice)), 1e-3)
+        plain = self.measured(rows, None)
+        if choice is None or plain is None:
+            return modelled
+        return plain * modelled / max(float(self.coefficients @ features(rows, None)), 1e-3)
 
     def known_ms(self, rows: int, choice: Choice) -> float | None:
         """`ms`, or None while nothing says (no calibration, nothing timed yet)."""
@@ -173,12 +164,49 @@ class StepPolicy:
             return None
         return self.ms(rows, choice)
 
+    def reach(self, choice: Choice, hopeful: bool = False) -> list[float]:
+        """A row's chance of k tokens or more from a step of `choice`, k = 1 .. its length;
+        `hopeful`: at each depth at least what the family run last reaches now."""
+        if choice is None:
+            return [1.0]
+        f, length = family(choice), choice.beam_length
+        reach = self.rates[f].reach(length, self.first_prior(f), self.prior_weight())
+        if hopeful and self.fresh is not None:
+            fresh = self.rates[self.fresh].reach(length, self.priors[self.fresh], self.prior_weight())
+            reach = [max(a, b) for a, b in zip(reach, fresh)]
+        return [1.0, *reach]
+
     def tokens(self, choice: Choice) -> float:
         """Expected tokens per row of a step of `choice` (the guaranteed one and its drafts)."""
-        if choice is None:
-            return 1.0
-        f = family(choice)
-        return 1 + self.rates[f].drafts(choice.beam_length, self.first_prior(f), self.prior_weight())
+        return sum(self.reach(choice))
+
+    def fixed_share(self, rows: int) -> float:
+        """The share of a plain step at `rows` rows that does not grow with them: a / (a + s x B)
+        of the line a + s x B (a, s >= 0) through the plain steps measured at two batch sizes or
+        more, else of the cost model's a + (r + b) x B."""
+        sizes = sorted(b for b, c in self.timed if c is None)
+        if len(sizes) >= 2:
+            times = [self.measured(b, None) for b in sizes]
+            slope = max(float(np.polyfit(sizes, times, 1)[0]), 0.0)
+            fixed = max(float(np.mean(times)) - slope * float(np.mean(sizes)), 0.0)
+        elif self.coefficients is not None:
+            fixed, per_row, per_token, _ = self.coefficients
+            slope = per_row + per_token
+        else:
+            return 0.0
+        return fixed / max(fixed + slope * rows, 1e-9)
+
+    def progress(self, rows: int, choice: Choice, ends: Sequence[int] | None = None, hopeful: bool = False) -> float:
+        """A step's worth in tokens of plain steps: B x tokens per row while rows that end are
+        replaced; with `ends` (each row's tokens to go, when the batch drains), the fixed
+        share of a step counts only what the rows furthest from their ends gain, and no row
+        more tokens than it has to go (see the module's docstring)."""
+        reach = self.reach(choice, hopeful)
+        if ends is None or len(ends) != rows:
+            return rows * sum(reach)
+        share = self.fixed_share(rows)
+        kept = sum(capped_tokens(reach, end) for end in ends)
+        return share * rows * last_row_gain(reach, ends) + (1 - share) * kept
 
     def prior_weight(self) -> float:
         """The weight, in rows, of a family's first-depth prior: `PRIOR_DRAFTS`, fading with
@@ -195,13 +223,13 @@ class StepPolicy:
         now = self.rates[fresh].first_rate(self.priors[fresh], self.prior_weight())
         return min(1.0, self.priors[tree_family] * now / max(self.priors[fresh], 1e-9))
 
-    def speed(self, rows: int, choice: Choice) -> float:
-        """Expected tokens per millisecond of the whole batch."""
-        return rows * self.tokens(choice) / self.ms(rows, choice)
+    def speed(self, rows: int, choice: Choice, ends: Sequence[int] | None = None) -> float:
+        """Expected `progress` per millisecond."""
+        return self.progress(rows, choice, ends) / self.ms(rows, choice)
 
-    def merit(self, rows: int, choice: Choice) -> float:
+    def merit(self, rows: int, choice: Choice, ends: Sequence[int] | None = None) -> float:
         """`speed`, a tree's less `TREE_MARGIN`: what `best` ranks."""
-        return self.speed(rows, choice) / (1.0 if choice is None else 1.0 + TREE_MARGIN)
+        return self.speed(rows, choice, ends) / (1.0 if choice is None else 1.0 + TREE_MARGIN)
 
     def drafting_pays(self, rows: int, choice: Choice) -> bool:
         """Whether a step of `choice` at `rows` rows is expected to beat a plain one by the
@@ -210,51 +238,45 @@ class StepPolicy:
             return True
         return self.merit(rows, choice) >= self.speed(rows, None)
 
-    def best(self, rows: int) -> Choice:
-        return max(self.choices, key=lambda c: self.merit(rows, c))
+    def best(self, rows: int, ends: Sequence[int] | None = None) -> Choice:
+        return max(self.choices, key=lambda c: self.merit(rows, c, ends))
 
     # --- choosing and observing -------------------------------------------------------
 
-    def choose(self, rows: int) -> Choice:
-        """The choice of the next step of `rows` rows."""
+    def choose(self, rows: int, ends: Sequence[int] | None = None) -> Choice:
+        """The choice of the next step of `rows` rows; `ends`: each row's tokens to go after
+        the step under way, when no request waits to take the place of a row that ends."""
         if self.queued and self.probe_rows == rows:
             return self.queued.pop()
         self.queued = []  # a probe measures one batch size: rows came or went, its rest would time nothing
         if self.untimed or self.coefficients is None:
             return self._probe(self.untimed.pop(0) if self.untimed else self.start, rows)
-        best = self.best(rows)
+        best = self.best(rows, ends)
         if self.probed != ():  # the probe just ended: did its choice win?
             self.lost_probes = 0 if best == self.probed else self.lost_probes + 1
             self.probed = ()
-        candidate = self._candidate(rows, best)
+        candidate = self._candidate(rows, best, ends)
         self.since_probe += 1
-        if self.since_probe >= self.probe_interval(rows, best, candidate):
+        if self.since_probe >= self.probe_interval(rows, best, candidate, ends):
             self.since_probe, self.probes = 0, self.probes + 1
             return self._probe(candidate, rows)
         return best
 
-    def _candidate(self, rows: int, best: Choice) -> Choice:
+    def _candidate(self, rows: int, best: Choice, ends: Sequence[int] | None) -> Choice:
         """The next probe: alternately the best of the other kind, and the choice that would be
         fastest if its family accepted as the family run last does (a family not run for a
         while knows only what the text was like then)."""
         others = [c for c in self.choices if c != best]
         if self.probes % 2 == 0:
-            return max((c for c in others if (c is None) != (best is None)), key=lambda c: self.speed(rows, c))
-        return max(others, key=lambda c: self.hopeful_speed(rows, c))
+            kind = (c for c in others if (c is None) != (best is None))
+            return max(kind, key=lambda c: self.speed(rows, c, ends))
+        return max(others, key=lambda c: self.progress(rows, c, ends, hopeful=True) / self.ms(rows, c))
 
-    def hopeful_speed(self, rows: int, choice: Choice) -> float:
-        """`speed`, with the drafts the family run last would accept at `choice`'s length if more."""
-        if choice is None or self.fresh is None:
-            return self.speed(rows, choice)
-        fresh = self.rates[self.fresh].drafts(choice.beam_length, self.priors[self.fresh], self.prior_weight())
-        tokens = max(self.tokens(choice), 1 + fresh)
-        return rows * tokens / self.ms(rows, choice)
-
-    def probe_interval(self, rows: int, best: Choice, probe: Choice) -> int:
+    def probe_interval(self, rows: int, best: Choice, probe: Choice, ends: Sequence[int] | None = None) -> int:
         """Steps of `best` before a probe of `probe`: enough that the probe's loss against
         `best` is at most `PROBE_BUDGET` of the time, doubled by each probe lost in a row."""
-        best_ms = self.ms(rows, best)
-        loss = PROBE_STEPS * (self.ms(rows, probe) - self.tokens(probe) * best_ms / self.tokens(best))
+        best_ms, worth = self.ms(rows, best), self.progress(rows, probe, ends) / self.progress(rows, best, ends)
+        loss = PROBE_STEPS * (self.ms(rows, probe) - worth * best_ms)
         steps = math.ceil(loss / (PROBE_BUDGET * best_ms)) if loss > 0 else 0
         return min(max(MIN_PROBE_INTERVAL << self.lost_probes, steps), MAX_PROBE_INTERVAL)
 
