@@ -291,6 +291,24 @@ def test_the_policy_is_told_each_rows_tokens_to_go_only_while_the_batch_drains(e
     assert any(len(set(ends)) > 1 for _, ends in policy.asked[1:])
 
 
+def test_answers_of_one_or_two_tokens_in_a_draining_burst_end_at_their_length(embedded, references):
+    """A burst whose requests allow 1, 2 and 5 tokens: the one-token answer ends with its first
+    token (at admission), and each choice is told at least one token to go for every row (a
+    row with none left takes no further step, and an end of 0 would value every step at 0)."""
+    shape = TreeShape(3, 4, 8)
+    policy = Recording(shape)
+    decoder = BatchDecoder(
+        embedded.model, load_drafter_for(embedded, None), shape, eos_ids=embedded.tokenizer.eos_token_ids, policy=policy
+    )
+    limits = [1, 2, 5]
+    requests = [Request(ids, DecodingOptions(max_tokens=n)) for (ids, *_), n in zip(references, limits)]
+    results = run_batch(decoder, requests)
+    for handle, (n, (_, _, tokens, _)) in enumerate(zip(limits, references)):
+        assert results[handle] == (tokens[:n], "length"), handle
+    assert policy.asked[0][1] == [1, 1, 4]
+    assert all(min(ends) >= 1 for _, ends in policy.asked)
+
+
 def test_stateful_drafters_keep_a_session_per_row_and_ignore_the_policy(embedded):
     eagle = random_eagle(49152, 576, 9, 3).for_target(embedded.model, "smollm2")
     decoder = BatchDecoder(embedded.model, eagle, TreeShape(3, 4, 8), policy=policy_for(TreeShape(3, 4, 8)))

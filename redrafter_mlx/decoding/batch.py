@@ -261,7 +261,7 @@ class BatchDecoder:
                 row.text.stage(r.emitted)
             lengths.append(row.text.length + r.accepted + 1)
         hidden, next_tokens = verified.next_features(), verified.next_tokens()
-        ends = [max(row.max_tokens - row.stats.num_tokens - 1, 1) for row in rows]
+        ends = [row.max_tokens - row.stats.num_tokens - 1 for row in rows]
         self.choice = self._next_choice(len(rows), ends, draining=not (self.joins or self.backlog))
         lengths = mx.stack(lengths).astype(mx.int32)
         if self.stateful:
@@ -329,6 +329,8 @@ class BatchDecoder:
 
     def _next_choice(self, rows: int, ends: list[int], draining: bool) -> Choice:
         """The policy's choice for `rows` rows, told their tokens to go after the step under
-        way (`ends`) if the batch drains (no request waits to take an ending row's place), or
-        the fixed shape."""
-        return self.policy.choose(rows, ends if draining else None) if self._follows_policy() else self.fixed
+        way (`ends`; at least 1: a row whose answer that step ends takes no further step) if
+        the batch drains (no request waits to take an ending row's place), or the fixed shape."""
+        if not self._follows_policy():
+            return self.fixed
+        return self.policy.choose(rows, [max(end, 1) for end in ends] if draining else None)
