@@ -13,23 +13,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from redrafter_mlx.runtime.fastblas import find_openblas
+from redrafter_mlx.cli.generate import read_prompts
+from redrafter_mlx.profiling.load_test import fast_blas_env, installed_redrafter
 
 
 def answer(prompt: str, max_tokens: int, *flags: str) -> tuple[dict, float]:
     """`redrafter generate --json` in a process of its own: its record and wall seconds."""
-    redrafter = shutil.which("redrafter") or str(Path(sys.executable).parent / "redrafter")
-    command = [redrafter, "generate", "-p", prompt, "--max-tokens", str(max_tokens), "--json", *flags]
-    env = {**os.environ, "LD_PRELOAD": find_openblas() or ""}
+    command = [installed_redrafter(), "generate", "-p", prompt, "--max-tokens", str(max_tokens), "--json", *flags]
     tic = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    done = subprocess.run(command, capture_output=True, text=True, env=fast_blas_env(), check=True)
     return json.loads(done.stdout.strip().splitlines()[-1]), time.perf_counter() - tic
 
 
@@ -38,7 +34,7 @@ def main() -> None:
     parser.add_argument("--prompts-file", required=True, help='JSON lines, each with a "prompt"')
     parser.add_argument("-m", "--max-tokens", type=int, default=128)
     args = parser.parse_args()
-    prompts = [json.loads(line)["prompt"] for line in Path(args.prompts_file).read_text().splitlines() if line]
+    prompts = read_prompts(None, Path(args.prompts_file))
     ratios = []
     for i, prompt in enumerate(prompts):
         runs = {}

@@ -36,6 +36,16 @@ from redrafter_mlx.runtime.fastblas import find_openblas
 RETRIES = 5  # per request, for connections dropped before any answer
 
 
+def installed_redrafter() -> str:
+    """The `redrafter` command beside this Python (its virtual environment's, when not on PATH)."""
+    return shutil.which("redrafter") or str(Path(sys.executable).parent / "redrafter")
+
+
+def fast_blas_env() -> dict[str, str]:
+    """This environment with Debian's OpenBLAS preloaded (where installed), for a subprocess."""
+    return {**os.environ, "LD_PRELOAD": find_openblas() or ""}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -46,9 +56,8 @@ def free_port() -> int:
 def started(command: list[str], port: int, log: Path):
     """A server subprocess, once it answers /v1/models: its /v1 URL and process; stopped
     (SIGTERM) afterwards."""
-    env = {**os.environ, "LD_PRELOAD": find_openblas() or ""}  # mlx-lm on the same BLAS as ours
-    with log.open("w") as out:
-        server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    with log.open("w") as out:  # mlx-lm on the same BLAS as ours
+        server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=fast_blas_env())
     try:
         deadline = time.time() + 300
         while True:
@@ -161,7 +170,7 @@ def main() -> None:
     levels = [int(c) for c in args.concurrency.split(",")]
     prompts = eval_texts(args.requests)
     scratch = scratch_dir()
-    redrafter = shutil.which("redrafter") or str(Path(sys.executable).parent / "redrafter")
+    redrafter = installed_redrafter()
 
     def ours(*flags: str):
         return lambda port: [

@@ -15,16 +15,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import shutil
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import httpx
 
 from redrafter_mlx.cli.bench import eval_texts
-from redrafter_mlx.profiling.load_test import free_port, quantile, started
+from redrafter_mlx.profiling.load_test import free_port, installed_redrafter, quantile, started
 
 
 def long_text(tokens: int) -> str:
@@ -95,7 +93,7 @@ def main() -> None:
     parser.add_argument("--serve-args", default="")
     parser.add_argument("--out", default="serve_latency.json")
     args = parser.parse_args()
-    redrafter = shutil.which("redrafter") or str(Path(sys.executable).parent / "redrafter")
+    redrafter = installed_redrafter()
 
     def command(port: int, *extra: str) -> list[str]:
         return [redrafter, "serve", "--model", args.model, "--port", str(port), "--model-id", "m", *extra]

@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import json
 import random
-import shutil
 import subprocess
 import sys
 import time
@@ -33,7 +32,7 @@ from pathlib import Path
 import httpx
 
 from redrafter_mlx.cli.bench import eval_texts
-from redrafter_mlx.profiling.load_test import free_port, quantile, started
+from redrafter_mlx.profiling.load_test import free_port, installed_redrafter, quantile, started
 
 KINDS = {  # traffic kind -> its share of requests
     "short": 4,
@@ -261,7 +260,7 @@ def main() -> None:
         server = nullcontext((args.url, None))
     else:
         port = free_port()
-        redrafter = shutil.which("redrafter") or str(Path(sys.executable).parent / "redrafter")
+        redrafter = installed_redrafter()
         command = [redrafter, "serve", "--model", args.model, "--port", str(port)]
         server = started([*command, "--max-batch", str(args.concurrency), *args.serve_args.split()], port, log)
     with server as (url, process):

@@ -91,6 +91,7 @@ class StepPolicy:
         self.calibrated = {c: ms for c in self.choices if (ms := self._calibrated_ms(c)) is not None}
         self.timed: dict[tuple[int, Choice], deque[float]] = {}  # (B, choice) -> its last step times (ms)
         self.coefficients: np.ndarray | None = None
+        self.plain_line: tuple[float, float] | None = None  # a plain step's (fixed ms, ms per row)
         self._fit()
         self.untimed: list[Choice] = [] if self.calibrated else [start, None]  # run each before choosing
         self.reset()
@@ -182,18 +183,10 @@ class StepPolicy:
 
     def fixed_share(self, rows: int) -> float:
         """The share of a plain step at `rows` rows that does not grow with them: a / (a + s x B)
-        of the line a + s x B (a, s >= 0) through the plain steps measured at two batch sizes or
-        more, else of the cost model's a + (r + b) x B."""
-        sizes = sorted(b for b, c in self.timed if c is None)
-        if len(sizes) >= 2:
-            times = [self.measured(b, None) for b in sizes]
-            slope = max(float(np.polyfit(sizes, times, 1)[0]), 0.0)
-            fixed = max(float(np.mean(times)) - slope * float(np.mean(sizes)), 0.0)
-        elif self.coefficients is not None:
-            fixed, per_row, per_token, _ = self.coefficients
-            slope = per_row + per_token
-        else:
+        of `plain_line` (0 while nothing is known)."""
+        if self.plain_line is None:
             return 0.0
+        fixed, slope = self.plain_line
         return fixed / max(fixed + slope * rows, 1e-9)
 
     def progress(self, rows: int, choice: Choice, ends: Sequence[int] | None = None, hopeful: bool = False) -> float:
@@ -325,3 +318,15 @@ class StepPolicy:
             used.pop(int(np.argmin(fit)))
         self.coefficients = np.zeros(x_all.shape[1])
         self.coefficients[used] = np.maximum(fit, 0)
+        self.plain_line = self._fit_plain_line()
+
+    def _fit_plain_line(self) -> tuple[float, float]:
+        """A plain step's line a + s x B (a, s >= 0): through the plain steps measured at two
+        batch sizes or more, else the cost model's a + (r + b) x B."""
+        sizes = sorted(b for b, c in self.timed if c is None)
+        if len(sizes) < 2:
+            fixed, per_row, per_token, _ = self.coefficients
+            return float(fixed), float(per_row + per_token)
+        times = [self.measured(b, None) for b in sizes]
+        slope = max(float(np.polyfit(sizes, times, 1)[0]), 0.0)
+        return max(float(np.mean(times)) - slope * float(np.mean(sizes)), 0.0), slope
