@@ -1,18 +1,21 @@
 """Each prompt answered by a fresh `redrafter generate` process at the defaults and by a fresh
 `redrafter generate --mode ar`, as a new user runs them: first use pays every trace and load.
 
-    python -m redrafter_mlx.profiling.fresh_processes --prompts-file p.jsonl -m 128
+    python -m redrafter_mlx.profiling.fresh_processes --prompts-file p.jsonl -m 128 --rounds 3
 
-The two processes run one after the other, in alternating order from prompt to prompt (a
-machine's drift falls on both). Per prompt, one JSON line: the ratio of their generation
-tokens/s (`generate --json`'s `generation_tps`) and of their whole-process wall times, and
-whether the answers are identical; then the mean and the lowest ratio.
+The two processes run one after the other, in alternating order from pair to pair (a
+machine's drift falls on both). Per prompt, one JSON line: the median over `--rounds` pairs of
+the ratio of their generation tokens/s (`generate --json`'s `generation_tps`) and of their
+whole-process wall times, each pair's ratio, and whether the answers are identical; then the
+mean and the lowest median. One pair per prompt is not enough on a shared machine: the same
+two processes' ratio moves by 10% from one pair to the next.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -33,26 +36,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--prompts-file", required=True, help='JSON lines, each with a "prompt"')
     parser.add_argument("-m", "--max-tokens", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=1, help="pairs of processes per prompt (the median is reported)")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     prompts = read_prompts(None, Path(args.prompts_file))
-    ratios = []
+    ratios, pair = [], 0
     for i, prompt in enumerate(prompts):
-        runs = {}
-        for mode in ("defaults", "ar") if i % 2 == 0 else ("ar", "defaults"):
-            runs[mode] = answer(prompt, args.max_tokens, *(["--mode", "ar"] if mode == "ar" else []))
-        (ours, ours_s), (plain, plain_s) = runs["defaults"], runs["ar"]
-        ratios.append(ours["generation_tps"] / plain["generation_tps"])
+        pairs = []
+        for _ in range(args.rounds):
+            runs = {}
+            for mode in ("defaults", "ar") if pair % 2 == 0 else ("ar", "defaults"):
+                runs[mode] = answer(prompt, args.max_tokens, *(["--mode", "ar"] if mode == "ar" else []))
+            pairs.append((runs["defaults"], runs["ar"]))
+            pair += 1
+        each = [ours["generation_tps"] / plain["generation_tps"] for (ours, _), (plain, _) in pairs]
+        ratios.append(statistics.median(each))
         row = {
             "prompt": i,
             "ratio": round(ratios[-1], 3),
-            "wall_ratio": round(plain_s / ours_s, 3),
-            "tokens_per_s": round(ours["generation_tps"], 2),
-            "ar_tokens_per_s": round(plain["generation_tps"], 2),
-            "tokens_per_step": round(ours["tokens_per_step"], 2),
-            "identical": ours["tokens"] == plain["tokens"],
+            "wall_ratio": round(statistics.median(plain_s / ours_s for (_, ours_s), (_, plain_s) in pairs), 3),
+            "ratios": [round(x, 3) for x in each],
+            "tokens_per_step": round(statistics.median(ours["tokens_per_step"] for (ours, _), _ in pairs), 2),
+            "identical": all(ours["tokens"] == plain["tokens"] for (ours, _), (plain, _) in pairs),
         }
         print(json.dumps(row), flush=True)
-    print(json.dumps({"mean": round(sum(ratios) / len(ratios), 3), "lowest": round(min(ratios), 3)}))
+    print(json.dumps({"mean": round(statistics.mean(ratios), 3), "lowest": round(min(ratios), 3)}))
 
 
 if __name__ == "__main__":

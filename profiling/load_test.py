@@ -3,6 +3,7 @@ against its own plain batching (`--against plain`: `redrafter serve --mode ar`),
 
     python -m redrafter_mlx.profiling.load_test --requests 32 --concurrency 1,4,8 -m 128
     python -m redrafter_mlx.profiling.load_test --requests 16 --concurrency 1,4,8,16 --against mlx-lm,plain
+    python -m redrafter_mlx.profiling.load_test --requests 16 --concurrency 8,16 --against plain --rounds 4
 
 Starts each server on a free localhost port (same model, same prompts: the held-out eval
 set's first N; greedy), sends N streamed chat requests at each concurrency, and reports
@@ -10,6 +11,9 @@ requests/s, tokens/s, p50/p95 latency and time to first token. It stops by itsel
 request has max_tokens, and the servers are shut down after the runs. All run at once, idle
 while another is measured, and each concurrency runs on one after the other, so that a
 shared machine's drift (a 2-core VM's speed moved by a third within the hour) falls on all.
+With `--rounds R`, each concurrency runs R times on every server, the order reversed from one
+round to the next (A B, B A, ...), and the comparison gives each round's tokens/s ratio and
+their median: on such a machine one burst per side can differ by 20% with nothing changed.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -162,8 +167,11 @@ def main() -> None:
     parser.add_argument("-m", "--max-tokens", type=int, default=128)
     parser.add_argument("--serve-args", default="", help="extra `redrafter serve` flags, e.g. '-w 3 -l 4'")
     parser.add_argument("--against", default="mlx-lm", help="mlx-lm, plain (redrafter serve --mode ar) or both")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each concurrency per server, order alternated")
     parser.add_argument("--out", default="load_test.json")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     against = args.against.split(",")
     if not against or set(against) - {"mlx-lm", "plain"}:
         parser.error("--against: mlx-lm, plain or mlx-lm,plain")
@@ -216,26 +224,45 @@ def main() -> None:
             )
             warm = max(levels)  # traces, first allocations, the batch policy's first timings
             asyncio.run(load(urls[name], model_ids[name], (prompts * warm)[:warm], warm, 16))
-        for level in levels:  # each level on both servers back to back, so drift falls on both
-            for name, url in urls.items():
-                row = {"server": name, **asyncio.run(load(url, model_ids[name], prompts, level, args.max_tokens))}
-                rows.append(row)
-                print(json.dumps({k: v for k, v in row.items() if k != "texts"}), flush=True)
-    rows.sort(key=lambda r: list(servers).index(r["server"]))
-    print("\n| server | concurrency | requests/s | tokens/s | latency p50 / p95 (s) | first token p50 / p95 (s) |")
-    print("|---|---:|---:|---:|---:|---:|")
+        for level in levels:  # each level on every server back to back, so drift falls on all
+            for round_ in range(args.rounds):
+                for name in list(urls) if round_ % 2 == 0 else reversed(urls):
+                    measured = asyncio.run(load(urls[name], model_ids[name], prompts, level, args.max_tokens))
+                    rows.append({"server": name, "round": round_, **measured})
+                    print(json.dumps({k: v for k, v in rows[-1].items() if k != "texts"}), flush=True)
+    rows.sort(key=lambda r: (list(servers).index(r["server"]), r["concurrency"], r["round"]))
+    print(
+        "\n| server | concurrency | round | requests/s | tokens/s | latency p50 / p95 (s) | first token p50 / p95 (s) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(
-            f"| {r['server']} | {r['concurrency']} | {r['requests_per_s']:.2f} | {r['tokens_per_s']:.1f} | "
-            f"{r['latency_p50']:.1f} / {r['latency_p95']:.1f} | {r['ttft_p50']:.2f} / {r['ttft_p95']:.2f} |"
+            f"| {r['server']} | {r['concurrency']} | {r['round'] + 1} | {r['requests_per_s']:.2f} | "
+            f"{r['tokens_per_s']:.1f} | {r['latency_p50']:.1f} / {r['latency_p95']:.1f} | "
+            f"{r['ttft_p50']:.2f} / {r['ttft_p95']:.2f} |"
         )
-    texts = {(r["server"], r["concurrency"]): r["texts"] for r in rows}
-    for peer in list(servers)[1:]:
-        for level in levels:
-            mine = texts["redrafter serve", level]
-            same = sum(a == b for a, b in zip(mine, texts[peer, level]))
-            print(f"concurrency {level}: {same}/{len(mine)} answers identical to {peer}'s")
+    for line in comparison(rows, list(servers)):
+        print(line)
     Path(args.out).write_text(json.dumps(rows, indent=1))
+
+
+def comparison(rows: list[dict], servers: list[str]) -> list[str]:
+    """Per peer and concurrency: `redrafter serve`'s tokens/s over the peer's, round by round
+    (a round measured both back to back) and their median, and how many answers were identical."""
+    by = {(r["server"], r["concurrency"], r["round"]): r for r in rows}
+    lines = []
+    for peer in servers[1:]:
+        for level in sorted({r["concurrency"] for r in rows}):
+            rounds = sorted(k for s, c, k in by if s == peer and c == level)
+            pairs = [(by["redrafter serve", level, k], by[peer, level, k]) for k in rounds]
+            ratios = [ours["tokens_per_s"] / theirs["tokens_per_s"] for ours, theirs in pairs]
+            same = sum(a == b for ours, theirs in pairs for a, b in zip(ours["texts"], theirs["texts"]))
+            each = ", ".join(f"{x:.2f}x" for x in ratios)
+            lines.append(
+                f"concurrency {level}: {each} (median {statistics.median(ratios):.2f}x) {peer}'s tokens/s; "
+                f"{same}/{sum(len(o['texts']) for o, _ in pairs)} answers identical"
+            )
+    return lines
 
 
 if __name__ == "__main__":
