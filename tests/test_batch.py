@@ -36,8 +36,10 @@ from .helpers import (
     random_drafter,
     random_eagle,
     random_medusa,
+    random_model,
     random_speculator,
     run_batch,
+    tiny_config,
 )
 
 
@@ -307,6 +309,26 @@ def test_answers_of_one_or_two_tokens_in_a_draining_burst_end_at_their_length(em
         assert results[handle] == (tokens[:n], "length"), handle
     assert policy.asked[0][1] == [1, 1, 4]
     assert all(min(ends) >= 1 for _, ends in policy.asked)
+
+
+def test_a_draining_bursts_tokens_to_go_stop_at_the_context():
+    """A request allowing more tokens than the model's context has room for after its prompt
+    ends there ("length"), and the policy is told the room, not the request's max_tokens."""
+    small = random_model(
+        tiny_config(vocab_size=TINY_VOCAB, hidden_size=32, intermediate_size=64, max_position_embeddings=12), seed=11
+    )
+    shape = TreeShape(2, 3, 2)
+    policy = Recording(shape)
+    decoder = BatchDecoder(small, random_drafter(TINY_VOCAB, 32, seed=5), shape, policy=policy)
+    requests = [
+        Request(TINY_PROMPT, DecodingOptions(max_tokens=100)),
+        Request(OTHER_PROMPT, DecodingOptions(max_tokens=3)),
+    ]
+    results = run_batch(decoder, requests)
+    room = 12 - len(TINY_PROMPT)
+    assert [len(tokens) for tokens, _ in results.values()] == [room, 3]
+    assert results[0][1] == "length"
+    assert policy.asked[0] == (2, [room - 1, 2])
 
 
 def test_stateful_drafters_keep_a_session_per_row_and_ignore_the_policy(embedded):

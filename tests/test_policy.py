@@ -304,6 +304,8 @@ def test_a_draining_burst_in_step_decodes_plainly_where_a_tree_wins_only_on_its_
     assert policy.best(16, [10 * (i + 1) for i in range(16)]) == chain
     assert policy.progress(16, None, [100] * 16) == pytest.approx(16)  # a plain step: one token a row
     assert policy.progress(1, chain, [1]) == pytest.approx(1)  # one token to go: a tree adds nothing
+    with pytest.raises(ValueError, match="3 rows' tokens to go for a step of 16 rows"):
+        policy.best(16, [10, 20, 30])  # a caller's slip, not a silent change of valuation
 
 
 def test_an_untimed_trees_time_is_the_models_multiple_of_the_plain_step_timed_at_its_batch_size():

@@ -113,6 +113,10 @@ class BatchDecoder:
         self.requests[handle] = request
         self.joins.add(handle, request.prompt)
 
+    def _answer_room(self, request: Request) -> int:
+        """The most tokens `request`'s answer may take: its max_tokens, within the context."""
+        return min(request.options.max_tokens, context_room(self.model, len(request.prompt)))
+
     def _admit(self, joins: list[Join]) -> list[Update]:
         """Prefilled requests' first tokens and first trees, drafted together with ONE host
         read (a burst of joins costs one drafting, not one each); each row joins the batch
@@ -120,7 +124,7 @@ class BatchDecoder:
         rows = []
         for join in joins:
             request = self.requests.pop(join.handle)
-            max_tokens = min(request.options.max_tokens, context_room(self.model, len(request.prompt)))
+            max_tokens = self._answer_room(request)
             rows.append(Row.open(join, request, max_tokens, max_tokens + 2 * self.deepest if self.lookup else None))
         states = [mx.concatenate(join.states) if len(join.states) > 1 else join.states[0] for join in joins]
         feeds = [s[:, self.width :] if self.taps else s for s in states]
@@ -219,7 +223,7 @@ class BatchDecoder:
         the new size it loses to a plain step (one row's wide tree, then a burst of joins). A
         seeded sample joins no rows on the policy's trees: it verifies the served shape, as alone."""
         if not self.rows:
-            ends = [self.requests[join.handle].options.max_tokens - 1 for join in self.joins.waiting]
+            ends = [self._answer_room(self.requests[join.handle]) - 1 for join in self.joins.waiting]
             self.choice = self._next_choice(len(ends), ends, draining=not self.backlog)
             joined = list(self.joins.advance(None))
         elif not self._follows_policy() and self.choice != self.fixed:

@@ -195,8 +195,10 @@ class StepPolicy:
         share of a step counts only what the rows furthest from their ends gain, and no row
         more tokens than it has to go (see the module's docstring)."""
         reach = self.reach(choice, hopeful)
-        if ends is None or len(ends) != rows:
+        if ends is None:
             return rows * sum(reach)
+        if len(ends) != rows:
+            raise ValueError(f"{len(ends)} rows' tokens to go for a step of {rows} rows")
         share = self.fixed_share(rows)
         kept = sum(capped_tokens(reach, end) for end in ends)
         return share * rows * last_row_gain(reach, ends) + (1 - share) * kept
