@@ -196,20 +196,34 @@ def test_a_beam_that_ran_out_of_tree_is_not_a_rejection():
     assert policy.tokens(TreeShape(1, 4, 1)) > 3.8
 
 
-def test_a_short_chain_tells_what_every_tree_accepts_now():
-    """The text changed while only the shortest chain ran: the longer chains and the other
-    family's trees, not run since, must not keep the estimate of what they accepted before
-    (they would win every choice)."""
+def test_a_short_chain_tells_the_longer_chains_and_lowers_the_wider_trees_to_their_prior():
+    """The text changed while only the shortest chain ran: the longer chains, not run since,
+    must not keep the estimate of what they accepted before (they would win every choice).
+    The wider family's trees hold the chain's first drafts and more (other beams, the
+    lookup's copy): the chain's misses return them to their own prior, no lower."""
     policy = StepPolicy(SHAPE)
+    prior_tokens = policy.tokens(SHAPE)
     long, short = TreeShape(1, 4, 1), TreeShape(1, 2, 1)
     for _ in range(50):  # a repetitive stretch: every draft accepted
         policy.observe(long, 4, [3] * 4, None, long)
         policy.observe(SHAPE, 4, [3] * 4, None, SHAPE)
     assert policy.tokens(long) > 3.5
+    assert policy.tokens(SHAPE) > 3.5
     for _ in range(50):  # then prose the drafter misses
         policy.observe(short, 4, [0] * 4, None, short)
     assert policy.tokens(long) < 1.2
-    assert policy.tokens(SHAPE) < 1.2
+    assert policy.tokens(SHAPE) == pytest.approx(prior_tokens, rel=0.05)
+
+
+def test_the_wider_trees_misses_lower_the_chains_they_hold():
+    """A wide tree verifies the drafter's first choice too: where none of its beams is
+    accepted, a chain (that first choice alone) would not be either."""
+    policy = StepPolicy(SHAPE)
+    chain = TreeShape(1, 4, 1)
+    prior_tokens = policy.tokens(chain)
+    for _ in range(20):
+        policy.observe(SHAPE, 1, [0], None, SHAPE)
+    assert policy.tokens(chain) < 1 + 0.5 * (prior_tokens - 1)
 
 
 def test_drafting_pays_where_its_tokens_outrun_its_cost_at_the_batch_size():

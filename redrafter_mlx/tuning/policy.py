@@ -27,8 +27,9 @@ the rest each row's tokens, none past its end.
   older steps, so they follow the text. The first depth leans on the calibration's rate with
   the weight of `PRIOR_DRAFTS` rows, fading as the answer's own steps come in (a few misses
   early in an answer do not switch drafting off); a family not run lately leans on its
-  calibrated rate scaled as the running family's compares with its own; each deeper depth
-  leans on the shallower one's.
+  calibrated rate scaled as the running family's compares with its own (a wider family only
+  up: a chain's misses do not say the other beams miss); each deeper depth leans on the
+  shallower one's.
 - **Time** is the median of the last steps timed at (B, choice), else a linear model's,
   time = a + r x B + b x (B x P) + c x (B x S x L) (a: the pass's fixed cost, r: per row,
   b: per verified token, c: per drafted cell), fitted by least squares with every cost >= 0
@@ -211,12 +212,18 @@ class StepPolicy:
     def first_prior(self, tree_family: tuple) -> float:
         """A family's first-depth prior: its calibrated rate, or, while another family runs,
         that rate scaled as the running family's now compares with its own calibrated rate
-        (a family not run for a while knows only what the text was like then)."""
+        (a family not run for a while knows only what the text was like then). A wider
+        family is scaled up, never down: its trees hold the running family's first drafts
+        and more (other beams, the lookup's copy), so the running one's misses do not say
+        that its other beams miss too."""
         fresh = self.fresh
         if fresh is None or fresh == tree_family:
             return self.priors[tree_family]
         now = self.rates[fresh].first_rate(self.priors[fresh], self.prior_weight())
-        return min(1.0, self.priors[tree_family] * now / max(self.priors[fresh], 1e-9))
+        ratio = now / max(self.priors[fresh], 1e-9)
+        if tree_family[0] > fresh[0]:
+            ratio = max(ratio, 1.0)
+        return min(1.0, self.priors[tree_family] * ratio)
 
     def speed(self, rows: int, choice: Choice, ends: Sequence[int] | None = None) -> float:
         """Expected `progress` per millisecond."""
