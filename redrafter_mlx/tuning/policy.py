@@ -221,7 +221,8 @@ class StepPolicy:
             return self.priors[tree_family]
         now = self.rates[fresh].first_rate(self.priors[fresh], self.prior_weight())
         ratio = now / max(self.priors[fresh], 1e-9)
-        if tree_family[0] > fresh[0]:
+        wider = tree_family[0] > fresh[0]  # `family`: (beam width, search width, node budget)
+        if wider:
             ratio = max(ratio, 1.0)
         return min(1.0, self.priors[tree_family] * ratio)
 
