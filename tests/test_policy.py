@@ -74,6 +74,15 @@ def test_everything_accepted_drafts_longer_and_nothing_accepted_decodes_plainly(
     assert speed(chosen[10:], lambda tree: 0) > (1 - 2 * PROBE_BUDGET) * speed([None], lambda tree: 0)
 
 
+def test_while_a_tree_wins_its_probes_try_other_trees_never_plain_steps():
+    """A plain step's yield is known and its time follows the trees': probing one while a tree
+    wins would give up a tree's tokens and teach nothing about the text."""
+    policy = calibrated_policy()
+    chosen = drive(policy, 300, lambda tree: tree.beam_length - 1)  # every draft accepted
+    assert None not in chosen
+    assert len(set(chosen)) > 2  # the best tree, and other trees' probes
+
+
 def test_an_answers_first_misses_do_not_switch_drafting_off():
     """The calibration's rate weighs as several drafts: two steps that accept nothing are
     not enough to call the drafter useless."""

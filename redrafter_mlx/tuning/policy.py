@@ -39,9 +39,10 @@ the rest each row's tokens, none past its end.
   timed: the first one at new shapes may trace compiled functions.
 
 Choices not taken are probed now and then (`PROBE_STEPS` steps at one batch size, ended
-early when rows join or leave), alternately the best of the other kind (a tree while plain
-steps win, plain steps while trees do) and the choice that would win if its family accepted
-what the family run last does now, less often the more a probe would lose (`PROBE_BUDGET`),
+early when rows join or leave): the choice that would win if its family accepted what the
+family run last does now, and while plain steps win, alternately the tree fastest as
+estimated (while a tree wins, a plain step is no probe: its yield is known, and its time
+follows the trees'), less often the more a probe would lose (`PROBE_BUDGET`),
 and half as often after each probe that did not win (near a tie the estimates err by more
 than a probe's predicted loss). So a drafter that stops predicting costs about plain speed,
 and one that predicts again drafts after a probe or two. The choice depends on tokens
@@ -266,13 +267,14 @@ class StepPolicy:
         return best
 
     def _candidate(self, rows: int, best: Choice, ends: Sequence[int] | None) -> Choice:
-        """The next probe: alternately the best of the other kind, and the choice that would be
-        fastest if its family accepted as the family run last does (a family not run for a
-        while knows only what the text was like then)."""
-        others = [c for c in self.choices if c != best]
-        if self.probes % 2 == 0:
-            kind = (c for c in others if (c is None) != (best is None))
-            return max(kind, key=lambda c: self.speed(rows, c, ends))
+        """The next probe: the choice that would be fastest if its family accepted as the family
+        run last does (a family not run for a while knows only what the text was like then),
+        and while plain steps win, every other time the tree fastest as estimated. While a
+        tree wins, never a plain step where another tree exists: its yield is known and its
+        time follows the trees' (`ms`), so its steps would teach nothing about the text."""
+        others = [c for c in self.choices if c != best and (best is None or c is not None)] or [None]
+        if best is None and self.probes % 2 == 0:
+            return max(others, key=lambda c: self.speed(rows, c, ends))
         return max(others, key=lambda c: self.progress(rows, c, ends, hopeful=True) / self.ms(rows, c))
 
     def probe_interval(self, rows: int, best: Choice, probe: Choice, ends: Sequence[int] | None = None) -> int:
