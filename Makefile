@@ -7,7 +7,7 @@ BLAS     = $(shell $(PY) -m redrafter_mlx.runtime 2>/dev/null)
 RUN_ENV  = $(if $(BLAS),LD_PRELOAD=$(BLAS))
 # The tests run in one worker per core (pytest-xdist), each on one BLAS thread (more would
 # oversubscribe the cores: the tests' matmuls are small).
-PYTEST   = OPENBLAS_NUM_THREADS=1 $(PY) -m pytest -q -n auto --dist loadgroup
+PYTEST   = OPENBLAS_NUM_THREADS=1 $(PY) -m pytest -q -n auto
 PROMPT  ?= Explain rotary position embeddings in two sentences.
 
 .PHONY: install install-test run lint test test-fast bench clean system-deps test-system-deps

@@ -79,3 +79,12 @@ def test_rows_read_only_the_keys_within_their_extents(monkeypatch):
     out = attention(q, *poisoned, 0.125, mask, extents)
     assert mx.allclose(out, expected, atol=1e-5).item()
     assert not mx.allclose(attention(q, *poisoned, 0.125, mask), expected, atol=1e-5).item()  # without extents
+
+
+def test_one_extent_for_a_batch_covers_every_row(monkeypatch):
+    """A `KVCache` holding a batch of one length (the distillation loop's prefill) gives one
+    extent for all its rows: blocks of rows must still cover every row, not row 0 alone
+    (whose output would then be broadcast to the others)."""
+    monkeypatch.setattr(attention_module, "BLOCK", 9 * 20 * 60)  # one row a block
+    q, k, v, mask = inputs(4, 20, 60, "bool", 7)
+    assert mx.allclose(attention(q, k, v, 0.125, mask, [60]), kernel(q, k, v, mask), atol=1e-5).item()

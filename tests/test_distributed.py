@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -35,13 +36,31 @@ LAUNCH = shutil.which("mlx.launch") or str(Path(sys.executable).parent / "mlx.la
 ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1")  # two ranks share this machine's cores
 TREE = ["-w", "3", "-l", "4", "-s", "8"]  # given: every rank must draft the same tree
 
-# One test worker runs them all: `mlx.launch`'s ring backend listens on fixed ports.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ranks")]
+pytestmark = pytest.mark.slow
+
+
+def ring(ranks: int = 2) -> list[str]:
+    """`mlx.launch` on the ring backend, listening on ports of this launch's own: by default it
+    takes the same consecutive ports every time, and two launches at once (one per test
+    worker) would pair one's rank 0 with the other's rank 1."""
+    while True:
+        base = free_port()
+        if all(port_is_free(base + r) for r in range(1, ranks)):
+            return [LAUNCH, "-n", str(ranks), "--backend", "ring", "--starting-port", str(base), "--"]
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def launch(*command: str, ranks: int = 2, timeout: float = 400) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [LAUNCH, "-n", str(ranks), "--backend", "ring", "--", *command],
+        [*ring(ranks), *command],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -117,7 +136,7 @@ def test_sampling_across_two_ranks_has_the_llm_distribution(tmp_path, split, all
 @pytest.mark.parametrize("split", [[], ["--pipeline"]], ids=["tensor", "pipeline"])
 def test_the_server_across_two_ranks_answers_through_rank_0(split):
     port = free_port()
-    command = [LAUNCH, "-n", "2", "--backend", "ring", "--", REDRAFTER, *split, "serve", "--port", str(port), *TREE]
+    command = [*ring(), REDRAFTER, *split, "serve", "--port", str(port), *TREE]
     server = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV, start_new_session=True
     )

@@ -11,7 +11,7 @@ from redrafter_mlx.training import Evaluation, Optimisation, TrainConfig, train_
 from redrafter_mlx.training.distill import generate_with_hidden
 from redrafter_mlx.training.evaluation import decode_eval
 from redrafter_mlx.training.kinds.rnn import RNNRecipe
-from redrafter_mlx.training.replay import accepted_lengths, replay
+from redrafter_mlx.training.replay import acceptance_table, accepted_lengths, replay
 
 from .helpers import llm_hidden_states, random_model, tiny_config
 
@@ -30,6 +30,20 @@ def test_accepted_lengths_is_the_longest_matching_prefix_of_any_beam():
                 n += 1
             best = max(best, n)
         assert got[b] == best
+
+
+def test_a_batch_whose_prefill_is_attended_in_blocks_answers_as_each_prompt_alone():
+    """6 prompts of 70-80 tokens: the prefill's scores (6 x 4 heads x 80 x 80) are attended in
+    blocks of rows, over one cache holding the batch; every row's answer and hidden states
+    are what the prompt gets alone."""
+    model = random_model(tiny_config(vocab_size=64), seed=3)
+    rng = np.random.default_rng(4)
+    jobs = [(f"p{i}", rng.integers(3, 64, size=int(rng.integers(70, 81))).tolist(), 0.0) for i in range(6)]
+    together = {r.id: (r.response_ids, h) for r, h in generate_with_hidden(model, jobs, (), max_new_tokens=8)}
+    for job in jobs:
+        [(alone, hidden)] = generate_with_hidden(model, [job], (), max_new_tokens=8)
+        assert together[job[0]][0] == alone.response_ids
+        assert np.allclose(together[job[0]][1], hidden, atol=1e-4)
 
 
 def test_replay_counts_what_decoding_counts(tmp_path):
@@ -69,3 +83,13 @@ def test_replay_counts_what_decoding_counts(tmp_path):
     with_table = decode_eval(model, drafter, prompts, beam_width=3, beam_length=4, max_tokens=30, lookup=True)
     replayed = replay(drafter, model.embedding, held, TreeShape(3, 4, 3), max_tokens=30, prompts=prompts)
     assert replayed.tokens_per_step == with_table["tokens_per_step"] != looked_up["tokens_per_step"]
+
+    # Each position's acceptance, drafted all at once: walked step by step, the same count.
+    tokens = steps = 0
+    for (answer, hidden), prompt in zip(held, prompts):
+        table = acceptance_table(drafter, model.embedding, (answer, hidden), TreeShape(3, 4, 3), prompt=prompt)
+        assert len(table) == len(answer) - 1
+        position = 0
+        while position < min(len(answer), 30) - 1:
+            tokens, steps, position = tokens + table[position] + 1, steps + 1, position + table[position] + 1
+    assert (tokens, steps) == (replayed.tokens, replayed.steps)

@@ -81,40 +81,88 @@ def replay(
     beyond it, as in decoding, when the answer is longer. `shape` and `draft_top_k`: as in `beam_search`;
     `lookup`: as in decoding, copying from each answer's prompt (`prompts`, in the same
     order; none: from the answer alone) and the answer so far."""
-    if drafter.stateful:
-        raise InputError(
-            f"replaying recorded answers drafts from their hidden states alone; a {drafter.kind} "
-            "drafter keeps its own cache of the text, which replay does not build (use plain `bench`)"
-        )
     prompts = prompts if prompts is not None else [()] * len(answers)
-    kept = [(np.asarray(p, np.int32), np.asarray(t), np.asarray(h)) for p, (t, h) in zip(prompts, answers) if len(t)]
-    answers = [(t, h) for _, t, h in kept]
-    offsets = np.array([len(p) for p, _, _ in kept], dtype=np.int64)
-    texts = np.zeros((len(kept), max((len(p) + len(t) for p, t, _ in kept), default=0)), dtype=np.int32)
-    for row, (p, t, _) in enumerate(kept):  # each answer's prompt and answer: the lookup's context
-        texts[row, : len(p) + len(t)] = np.concatenate([p, t])
-    limit = max_tokens or max((len(t) for t, _ in answers), default=0)
-    position = np.zeros(len(answers), dtype=np.int64)  # index of each answer's guaranteed token
-    ends = np.array([min(len(t), limit) - 1 for t, _ in answers], dtype=np.int64)  # no step after
-    width = shape.beam_length - 1
+    kept = [(p, a) for p, a in zip(prompts, answers) if len(a[0])]
+    drafts = _Drafts(drafter, embedding, [a for _, a in kept], [p for p, _ in kept], shape, draft_top_k, lookup)
+    limit = max_tokens or max((len(t) for _, (t, _) in kept), default=0)
+    position = np.zeros(len(kept), dtype=np.int64)  # index of each answer's guaranteed token
+    ends = np.array([min(len(t), limit) - 1 for _, (t, _) in kept], dtype=np.int64)  # no step after
     result = ReplayResult(0, 0)
     while (active := np.nonzero(position < ends)[0]).size:
-        hidden = mx.array(np.stack([answers[i][1][position[i]] for i in active]))
-        guaranteed = mx.array(np.array([answers[i][0][position[i]] for i in active], dtype=np.int32))
-        looked_up = (mx.array(texts[active]), mx.array(offsets[active] + position[active] + 1)) if lookup else ()
-        beams, _ = propose(drafter, embedding, shape, hidden, guaranteed, *looked_up, draft_top_k=draft_top_k)
-        targets = np.zeros((len(active), width), dtype=np.int64)
-        lengths = np.zeros(len(active), dtype=np.int64)
-        for row, i in enumerate(active):
-            nxt = answers[i][0][position[i] + 1 : position[i] + 1 + width]
-            targets[row, : len(nxt)], lengths[row] = nxt, len(nxt)
-        beams = np.array(beams)
-        accepted = accepted_lengths(beams, targets, lengths)
+        accepted, beams = drafts.accepted(active, position[active])
         result.packed.update(packed_lengths(beams).tolist())
         position[active] += accepted + 1
         result.tokens += int((accepted + 1).sum())
         result.steps += len(active)
     return result
+
+
+def acceptance_table(
+    drafter: RecurrentDrafter,
+    embedding: Embedding,
+    answer: tuple[np.ndarray, np.ndarray],
+    shape: TreeShape,
+    *,
+    prompt: Sequence[int] = (),
+    draft_top_k: int = DRAFT_TOP_K,
+    lookup: bool = True,
+) -> np.ndarray:
+    """A tree's accepted drafts at every position of one greedy answer (tokens (R,), hidden
+    (R, D), as `replay` takes): entry i is what a step from guaranteed token tokens[i]
+    accepts, all R - 1 steps drafted in one batch. Greedy decoding's path through the answer
+    depends only on these, whichever tree each step picks: what the step policy's offline
+    replay reads (`profiling.policy_replay`)."""
+    drafts = _Drafts(drafter, embedding, [answer], [prompt], shape, draft_top_k, lookup)
+    positions = np.arange(len(answer[0]) - 1)
+    return drafts.accepted(np.zeros_like(positions), positions)[0]
+
+
+class _Drafts:
+    """The beams a tree drafts from recorded answers' states, and how many of their drafts the
+    answers continue with."""
+
+    def __init__(
+        self,
+        drafter: RecurrentDrafter,
+        embedding: Embedding,
+        answers: Sequence[tuple[np.ndarray, np.ndarray]],
+        prompts: Sequence[Sequence[int]],
+        shape: TreeShape,
+        draft_top_k: int,
+        lookup: bool,
+    ):
+        if drafter.stateful:
+            raise InputError(
+                f"replaying recorded answers drafts from their hidden states alone; a {drafter.kind} "
+                "drafter keeps its own cache of the text, which replay does not build (use plain `bench`)"
+            )
+        self.drafter, self.embedding, self.shape, self.draft_top_k = drafter, embedding, shape, draft_top_k
+        self.answers = [(np.asarray(t), np.asarray(h)) for t, h in answers]
+        self.lookup = lookup
+        self.offsets = np.array([len(p) for p in prompts], dtype=np.int64)
+        self.texts = np.zeros(
+            (len(answers), max((len(p) + len(t) for p, (t, _) in zip(prompts, answers)), default=0)), dtype=np.int32
+        )
+        for row, (p, (t, _)) in enumerate(zip(prompts, answers)):  # the lookup's context: prompt and answer
+            self.texts[row, : len(p) + len(t)] = np.concatenate([np.asarray(p, np.int32), t])
+
+    def accepted(self, rows: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each answer rows[k] at guaranteed token positions[k]: the drafts accepted (K,)
+        and the beams drafted (K, W, L)."""
+        hidden = mx.array(np.stack([self.answers[r][1][p] for r, p in zip(rows, positions)]))
+        guaranteed = mx.array(np.array([self.answers[r][0][p] for r, p in zip(rows, positions)], dtype=np.int32))
+        looked_up = (mx.array(self.texts[rows]), mx.array(self.offsets[rows] + positions + 1)) if self.lookup else ()
+        beams, _ = propose(
+            self.drafter, self.embedding, self.shape, hidden, guaranteed, *looked_up, draft_top_k=self.draft_top_k
+        )
+        width = self.shape.beam_length - 1
+        targets = np.zeros((len(rows), width), dtype=np.int64)
+        lengths = np.zeros(len(rows), dtype=np.int64)
+        for k, (r, p) in enumerate(zip(rows, positions)):
+            following = self.answers[r][0][p + 1 : p + 1 + width]
+            targets[k, : len(following)], lengths[k] = following, len(following)
+        beams = np.array(beams)
+        return accepted_lengths(beams, targets, lengths), beams
 
 
 def record_answers(
