@@ -123,15 +123,15 @@ def steps_ms(
     policy: StepPolicy | None = None,
 ) -> float:
     """One answer decoded as `pick` chooses (told the outcomes if `policy`): milliseconds."""
-    accepted = {parse_choice(k): v for k, v in answer["accepted"].items()}
     total, emitted, ms = answer["tokens"], 1, 0.0  # the prefill emitted the first token
     previous: tuple[Choice, int, float] | None = None
     while emitted < total:
         choice = pick()  # chosen before the previous step is read, as decoding does
         if policy is not None and previous is not None:
             policy.observe(previous[0], 1, [previous[1]], previous[2], choice)
-        drafts = 0 if choice is None else min(accepted[choice][emitted - 1], total - emitted - 1)
-        step = float(rng.choice(times[choice_key(choice)]))
+        key = choice_key(choice)
+        drafts = 0 if choice is None else min(answer["accepted"][key][emitted - 1], total - emitted - 1)
+        step = float(rng.choice(times[key]))
         previous = (choice, drafts, step / 1e3)
         ms += step
         emitted += drafts + 1

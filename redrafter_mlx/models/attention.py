@@ -40,8 +40,8 @@ def attention(
     B, H, T, _ = q.shape
     if device.on_gpu():
         return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
-    if extents and len(extents) != B:  # one cache's length for all its rows (a `KVCache` holding a batch)
-        extents = [max(extents)] * B
+    if extents and len(extents) == 1 < B:  # a `KVCache` holding a batch: its one length is each row's
+        extents = [extents[0]] * B
     if extents and max(extents) < k.shape[2]:
         S = max(extents)
         k, v = k[:, :, :S], v[:, :, :S]
